@@ -1,0 +1,8 @@
+"""fpirl: Fokker-Planck inverse reinforcement learning."""
+
+from ._errors import FpirlInputError
+from .grid import Axis, Grid
+
+__version__ = "0.1.0"
+
+__all__ = ["Axis", "FpirlInputError", "Grid", "__version__"]
