@@ -3,7 +3,9 @@
 from ._errors import FpirlInputError
 from .density import DensitySnapshots
 from .grid import Axis, Grid
+from .hermite import HermiteSpace
+from .identify import PotentialEstimator
 
-__version__ = "0.1.0"
+from ._version import __version__
 
-__all__ = ["Axis", "DensitySnapshots", "FpirlInputError", "Grid", "__version__"]
+__all__ = ["Axis", "DensitySnapshots", "FpirlInputError", "Grid", "HermiteSpace", "PotentialEstimator", "__version__"]

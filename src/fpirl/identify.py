@@ -1,0 +1,218 @@
+r"""Estimators of the Fokker-Planck potential by variational system identification (paper section 4).
+
+The estimator solves eq. vsi_regression,
+
+.. math::
+    \min_{\theta,\ \gamma}\ \sum_k \big\| g_k + \Xi_k \theta + \gamma c_k \big\|_2^2
+    + \lambda\, \theta^T P \theta
+    \quad\text{subject to}\quad \frac{1}{|\Omega|}\int_\Omega \psi_\theta = 0,
+
+with ``gamma = 1/beta`` either fixed or a further unknown, ``P`` the Gram matrix of
+``int |grad psi|^2`` (Tikhonov smoothing that only matters where the data carry no mass) and
+``lambda = ridge * trace(A) / trace(P)``. The constant mode of psi is in the null space of the
+residual; the zero-mean constraint removes it (added as a rank-one term ``mu m m^T``, which keeps
+the system symmetric positive definite and is exact because the right-hand side is orthogonal
+to the constant mode).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.linalg
+
+from ._version import __version__ as _version
+from ._errors import FpirlInputError
+from .assembly import NormalEquations, assemble_normal_equations
+from .density import DensitySnapshots
+from .grid import Grid
+from .hermite import HermiteSpace
+
+#: Default relative Tikhonov weight; chosen by ``tests/test_identify.py::test_default_ridge_is_in_the_plateau``.
+DEFAULT_RIDGE = 1e-7
+
+
+def _solve_spd(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    try:
+        return scipy.linalg.solve(M, rhs, assume_a="pos", check_finite=False)
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
+        return scipy.linalg.lstsq(M, rhs, check_finite=False)[0]
+
+
+class PotentialEstimator:
+    """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
+
+    Parameters
+    ----------
+    hermite_elements : int or tuple of int
+        Cubic Hermite elements per axis for psi (``n_h,i``, coarser than the FE grid).
+    beta : float, optional
+        Inverse temperature, when fixed (the paper's experiments).
+    estimate_beta : bool
+        Estimate ``1/beta`` jointly as one more linear unknown; it must come out positive.
+    ridge : float, optional
+        Relative Tikhonov weight on ``int |grad psi|^2`` (default :data:`DEFAULT_RIDGE`).
+    time_scheme : {'midpoint', 'explicit'}
+        Midpoint (second order in dt, default) or the paper's literal explicit form.
+    quadrature_points : int
+        Gauss-Legendre points per cell and axis; 3 is exact.
+    normalize : bool
+        Scale every snapshot to unit mass before fitting (FP dynamics conserve mass).
+    progress : bool
+        Show a tqdm progress bar.
+
+    Attributes
+    ----------
+    coef_ : ndarray, shape ``hermite_.shape``
+        Hermite coefficients of the zero-mean potential.
+    beta_ : float
+        Inverse temperature (given or estimated).
+    hermite_ : HermiteSpace
+    grid_ : Grid
+    ridge_ : float
+        The absolute Tikhonov weight used.
+    residual_ : float
+        Relative residual ``||R|| / ||g + c / beta||`` of the fit.
+    beta_identifiability_ : float or None
+        With ``estimate_beta``: Schur complement of ``1/beta`` relative to ``c.c``; near 0 means the
+        data hardly constrain beta (e.g. data at equilibrium).
+    settings_ : dict
+    """
+
+    def __init__(
+        self,
+        hermite_elements=4,
+        beta=None,
+        estimate_beta=False,
+        ridge=None,
+        time_scheme="midpoint",
+        quadrature_points=3,
+        normalize=True,
+        progress=False,
+    ):
+        self.hermite_elements = hermite_elements
+        self.beta = beta
+        self.estimate_beta = estimate_beta
+        self.ridge = ridge
+        self.time_scheme = time_scheme
+        self.quadrature_points = quadrature_points
+        self.normalize = normalize
+        self.progress = progress
+
+    # ------------------------------------------------------------------------------------
+    def _check_params(self):
+        if self.estimate_beta and self.beta is not None:
+            raise FpirlInputError("give either a fixed beta or estimate_beta=True, not both")
+        if not self.estimate_beta:
+            if self.beta is None:
+                raise FpirlInputError("beta is required (or set estimate_beta=True)")
+            if not np.isfinite(self.beta) or self.beta <= 0:
+                raise FpirlInputError(f"beta must be a positive number, got {self.beta}")
+        ridge = DEFAULT_RIDGE if self.ridge is None else float(self.ridge)
+        if not np.isfinite(ridge) or ridge < 0:
+            raise FpirlInputError(f"ridge must be non-negative, got {self.ridge}")
+        return ridge
+
+    def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
+        """Fit psi (and beta) to density snapshots.
+
+        Parameters
+        ----------
+        snapshots : DensitySnapshots
+        normal_equations : NormalEquations, optional
+            Re-use an assembled system (e.g. when sweeping ``ridge``); must come from the same data.
+        """
+        ridge = self._check_params()
+        if not isinstance(snapshots, DensitySnapshots):
+            raise FpirlInputError("fit expects DensitySnapshots")
+        if self.normalize:
+            snapshots = snapshots.normalized()
+        grid = snapshots.grid
+        hermite = HermiteSpace.on_grid(grid, self.hermite_elements)
+        ne = normal_equations
+        if ne is None:
+            ne = assemble_normal_equations(
+                snapshots, hermite, time_scheme=self.time_scheme,
+                quadrature_points=self.quadrature_points, progress=self.progress,
+            )
+        A = ne.xtx
+        scale = np.trace(A) / A.shape[0]
+        if not scale > 0:
+            raise FpirlInputError("the data carry no information on psi (all-zero density?)")
+        P = hermite.h1_seminorm_matrix()
+        lam = ridge * np.trace(A) / np.trace(P)
+        m = hermite.mean_functional().ravel()
+        M = A + lam * P + scale * np.outer(m, m)
+        self.beta_identifiability_ = None
+        if self.estimate_beta:
+            K = np.block([[M, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]])
+            sol = _solve_spd(K, -np.concatenate([ne.xtg, [ne.gc]]))
+            theta, gamma = sol[:-1], float(sol[-1])
+            schur = ne.cc - ne.xtc @ _solve_spd(M, ne.xtc)
+            self.beta_identifiability_ = float(schur / ne.cc) if ne.cc > 0 else 0.0
+            if not gamma > 0:
+                raise FpirlInputError(
+                    f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
+                    "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
+                )
+            if self.beta_identifiability_ < 1e-6:
+                warnings.warn(
+                    "beta is poorly identified by these data (they may start near equilibrium); "
+                    "consider fixing beta", RuntimeWarning, stacklevel=2,
+                )
+        else:
+            gamma = 1.0 / float(self.beta)
+            theta = _solve_spd(M, -(ne.xtg + gamma * ne.xtc))
+        coef = hermite.remove_mean(theta)
+        b = ne.xtg + gamma * ne.xtc
+        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        flat = coef.ravel()
+        r2 = max(flat @ A @ flat + 2 * flat @ b + hh, 0.0)
+        self.coef_ = coef
+        self.beta_ = 1.0 / gamma
+        self.hermite_ = hermite
+        self.grid_ = grid
+        self.ridge_ = float(lam)
+        self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
+        self.normal_equations_ = ne
+        self.settings_ = {
+            "estimator": "density",
+            "hermite_elements": ",".join(map(str, hermite.elements)),
+            "fe_elements": ",".join(map(str, grid.elements)),
+            "ridge_relative": ridge,
+            "ridge_absolute": float(lam),
+            "time_scheme": self.time_scheme,
+            "quadrature_points": int(self.quadrature_points),
+            "beta_estimated": int(bool(self.estimate_beta)),
+            "normalize": int(bool(self.normalize)),
+            "fpirl_version": _version,
+        }
+        return self
+
+    # ------------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "coef_"):
+            raise RuntimeError("this PotentialEstimator is not fitted yet; call fit first")
+
+    def potential(self, points) -> np.ndarray:
+        """psi at scattered points of shape ``(..., d)`` (zero mean over the domain)."""
+        self._check_fitted()
+        return self.hermite_.evaluate(self.coef_, points)
+
+    def gradient(self, points) -> np.ndarray:
+        """grad psi at scattered points, shape ``(..., d)``."""
+        self._check_fitted()
+        return self.hermite_.gradient(self.coef_, points)
+
+    def potential_on_grid(self, grid: Grid | None = None) -> np.ndarray:
+        """Nodal psi on ``grid`` (default: the data grid), zero mean over the domain."""
+        self._check_fitted()
+        grid = self.grid_ if grid is None else grid
+        return self.hermite_.evaluate_grid(self.coef_, grid.coords)
+
+    def gradient_on_grid(self, grid: Grid | None = None, axes=None) -> np.ndarray:
+        """Nodal partial derivatives of psi, shape ``(len(axes), *grid.shape)`` (default all axes)."""
+        self._check_fitted()
+        grid = self.grid_ if grid is None else grid
+        return self.hermite_.gradient_grid(self.coef_, grid.coords, axes)

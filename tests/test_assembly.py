@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+from scipy import integrate
+
+from fpirl import DensitySnapshots, Grid
+from fpirl.assembly import assemble_normal_equations, axis_tables, hat_matrix, time_pairs
+from fpirl.grid import Axis
+from fpirl.hermite import HermiteAxis, HermiteSpace
+from fpirl._reference import reference_normal_equations
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_axis_tables_match_scipy_quad(periodic):
+    fe = Axis("x", -1.0, 1.0, 7, periodic=periodic)
+    ha = HermiteAxis(-1.0, 1.0, 3, periodic)  # not nested with the FE grid
+    tb = axis_tables(fe, ha, 3)
+    hat = lambda j, x, k=0: hat_matrix(fe, np.atleast_1d(x), k)[0, j]
+    herm = lambda i, x, k=0: ha.matrix(np.atleast_1d(x), k)[0, i]
+    breaks = np.union1d(fe.lower + fe.spacing * np.arange(fe.elements + 1), ha.breakpoints)
+
+    def quad(f):
+        return sum(integrate.quad(f, a, b, epsabs=1e-13)[0] for a, b in zip(breaks[:-1], breaks[1:]))
+
+    for j, n in [(0, 0), (3, 4), (fe.n_nodes - 1, fe.n_nodes - 2)]:
+        assert tb.mass[j, n] == pytest.approx(quad(lambda x: hat(j, x) * hat(n, x)), abs=1e-13)
+        assert tb.stiffness[j, n] == pytest.approx(quad(lambda x: hat(j, x, 1) * hat(n, x, 1)), abs=1e-12)
+    for j, i, l in [(2, 1, -1), (3, 4, 0), (5, 2, 1), (0, ha.n_dofs - 1, 1)]:
+        n = (j + l) % fe.n_nodes
+        if not periodic and not 0 <= j + l < fe.n_nodes:
+            continue
+        for u in (0, 1):
+            ref = quad(lambda x: hat(n, x) * herm(i, x, u) * hat(j, x, u))
+            assert tb.t[u, j, i, l + 1] == pytest.approx(ref, abs=1e-12)
+
+
+def test_quadrature_is_exact_with_three_points_but_not_two(rng):
+    # in 1-D the integrand N h' w' has degree 3; the undifferentiated axes of 2-D give degree 5
+    g = Grid([-1.0, -1.0], [1.0, 1.0], [9, 8])
+    s = DensitySnapshots(g, [0.0, 0.1, 0.2], rng.random((3,) + g.shape))
+    H = HermiteSpace.on_grid(g, 4)
+    a3 = assemble_normal_equations(s, H, quadrature_points=3).xtx
+    a5 = assemble_normal_equations(s, H, quadrature_points=5).xtx
+    a2 = assemble_normal_equations(s, H, quadrature_points=2).xtx
+    np.testing.assert_allclose(a3, a5, rtol=1e-12, atol=1e-12 * np.abs(a5).max())
+    assert np.abs(a2 - a5).max() > 1e-8 * np.abs(a5).max()
+
+
+CASES = [
+    (1, 7, 2),
+    (2, (6, 7), (2, 3)),
+    (3, (5, 4, 6), (2, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "reflecting"])
+@pytest.mark.parametrize("d, elements, hermite_elements", CASES)
+@pytest.mark.parametrize("scheme", ["midpoint", "explicit"])
+def test_fast_assembly_equals_dense_reference(rng, boundary, d, elements, hermite_elements, scheme):
+    g = Grid([-1.0] * d, [1.0] * d, elements, boundary=boundary)
+    s = DensitySnapshots(g, np.arange(4) * 0.1, rng.random((4,) + g.shape))
+    H = HermiteSpace.on_grid(g, hermite_elements)
+    fast = assemble_normal_equations(s, H, time_scheme=scheme)
+    ref = reference_normal_equations(s, H, time_scheme=scheme)
+    for name in ("xtx", "xtg", "xtc", "gg", "gc", "cc"):
+        a, b = getattr(fast, name), getattr(ref, name)
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12 * np.max(np.abs(b)), err_msg=name)
+    assert fast.n_rows == ref.n_rows
+
+
+def test_constant_potential_is_in_the_null_space(rng):
+    g = Grid([-1.0, -1.0], [1.0, 1.0], 8)
+    s = DensitySnapshots(g, [0.0, 0.1, 0.2], rng.random((3,) + g.shape))
+    H = HermiteSpace.on_grid(g, 3)
+    ne = assemble_normal_equations(s, H)
+    c = H.constant_mode().ravel()
+    assert np.abs(ne.xtx @ c).max() < 1e-12 * np.abs(ne.xtx).max()
+    assert abs(c @ ne.xtg) < 1e-10 * np.abs(ne.xtg).max()
+
+
+def test_time_pairs():
+    v = np.arange(4.0)[:, None] ** 2
+    pbar, pdot = time_pairs(v, 0.5, "midpoint")
+    np.testing.assert_allclose(pbar[:, 0], [0.5, 2.5, 6.5])
+    np.testing.assert_allclose(pdot[:, 0], [2, 6, 10])
+    np.testing.assert_allclose(time_pairs(v, 0.5, "explicit")[0][:, 0], [0, 1, 4])

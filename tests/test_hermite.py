@@ -1,0 +1,116 @@
+import numpy as np
+import pytest
+
+from fpirl.hermite import HermiteAxis, HermiteSpace, reference_cubics
+
+
+def test_reference_cubics_nodal_conditions():
+    v0, v1 = reference_cubics(np.array([0.0, 1.0]), 0)
+    d0, d1 = reference_cubics(np.array([0.0, 1.0]), 1)
+    np.testing.assert_allclose(v0, [1, 0, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(v1, [0, 0, 1, 0], atol=1e-15)
+    np.testing.assert_allclose(d0, [0, 1, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(d1, [0, 0, 0, 1], atol=1e-15)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_nodal_interpolation(periodic):
+    ax = HermiteAxis(-1.0, 2.0, 5, periodic)
+    B0, B1 = ax.matrix(ax.nodes, 0), ax.matrix(ax.nodes, 1)
+    # dof 2k is the value at node k, dof 2k+1 the slope
+    np.testing.assert_allclose(B0[:, 0::2], np.eye(ax.n_nodes), atol=1e-14)
+    np.testing.assert_allclose(B0[:, 1::2], 0, atol=1e-14)
+    np.testing.assert_allclose(B1[:, 1::2], np.eye(ax.n_nodes), atol=1e-12)
+    np.testing.assert_allclose(B1[:, 0::2], 0, atol=1e-12)
+
+
+def test_reproduces_cubics_exactly(rng):
+    space = HermiteSpace([-1.0, 0.0], [1.0, 3.0], [3, 4], periodic=False)
+    c = rng.standard_normal((4, 4))  # f = sum c_pq x^p y^q, cubic in each variable
+
+    def deriv(pts, alpha):
+        x, y = pts[..., 0], pts[..., 1]
+        out = 0.0
+        for p in range(4):
+            for q in range(4):
+                if p < alpha[0] or q < alpha[1]:
+                    continue
+                fx = (p if alpha[0] else 1) * x ** (p - alpha[0])
+                fy = (q if alpha[1] else 1) * y ** (q - alpha[1])
+                out = out + c[p, q] * fx * fy
+        return out
+
+    coef = space.interpolate(deriv)
+    pts = np.stack([rng.uniform(-1, 1, 200), rng.uniform(0, 3, 200)], -1)
+    np.testing.assert_allclose(space.evaluate(coef, pts), deriv(pts, (0, 0)), rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(space.gradient(coef, pts)[:, 1], deriv(pts, (0, 1)), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_c1_continuity_across_elements_and_seam(rng, periodic):
+    ax = HermiteAxis(0.0, 1.0, 4, periodic)
+    coef = rng.standard_normal(ax.n_dofs)
+    eps = 1e-9
+    inner = ax.breakpoints[1:-1]
+    for deriv in (0, 1):
+        left = ax.matrix(inner - eps, deriv) @ coef
+        right = ax.matrix(inner + eps, deriv) @ coef
+        np.testing.assert_allclose(left, right, atol=1e-6)
+    if periodic:
+        for deriv in (0, 1):
+            at_upper = ax.matrix(np.array([1.0 - eps]), deriv) @ coef
+            at_lower = ax.matrix(np.array([0.0 + eps]), deriv) @ coef
+            np.testing.assert_allclose(at_upper, at_lower, atol=1e-6)
+        # wrapping: psi(x + L) = psi(x)
+        x = rng.uniform(0, 1, 50)
+        np.testing.assert_allclose(ax.matrix(x + 1.0) @ coef, ax.matrix(x) @ coef, atol=1e-12)
+
+
+def test_derivatives_match_finite_differences(rng):
+    space = HermiteSpace([-1, -1, -1], [1, 1, 1], [3, 2, 4], periodic=True)
+    coef = rng.standard_normal(space.shape)
+    pts = rng.uniform(-1, 1, (40, 3))
+    grad = space.gradient(coef, pts)
+    h = 1e-6
+    for a in range(3):
+        e = np.zeros(3)
+        e[a] = h
+        fd = (space.evaluate(coef, pts + e) - space.evaluate(coef, pts - e)) / (2 * h)
+        np.testing.assert_allclose(grad[:, a], fd, rtol=1e-5, atol=1e-5)
+
+
+def test_grid_and_scattered_evaluation_agree(rng):
+    space = HermiteSpace([-1, 0], [1, 2], [4, 3], periodic=False)
+    coef = rng.standard_normal(space.shape)
+    xs, ys = np.linspace(-1, 1, 9), np.linspace(0, 2, 7)
+    mesh = np.stack(np.meshgrid(xs, ys, indexing="ij"), -1)
+    np.testing.assert_allclose(space.evaluate_grid(coef, [xs, ys], (1, 0)), space.evaluate(coef, mesh, (1, 0)), atol=1e-12)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_interpolation_order(periodic):
+    """psi error O(H^4), grad psi O(H^3): fitted log-log slopes."""
+    f = lambda x: np.sin(np.pi * x) + 0.3 * np.cos(2 * np.pi * x)
+    df = lambda x: np.pi * np.cos(np.pi * x) - 0.6 * np.pi * np.sin(2 * np.pi * x)
+    x = np.linspace(-1, 1, 2001)
+    Hs, e0, e1 = [], [], []
+    for n in (8, 16, 32, 64):
+        ax = HermiteAxis(-1.0, 1.0, n, periodic)
+        coef = np.zeros(ax.n_dofs)
+        coef[0::2], coef[1::2] = f(ax.nodes), df(ax.nodes)
+        Hs.append(ax.spacing)
+        e0.append(np.abs(ax.matrix(x) @ coef - f(x)).max())
+        e1.append(np.abs(ax.matrix(x, 1) @ coef - df(x)).max())
+    assert np.polyfit(np.log(Hs), np.log(e0), 1)[0] == pytest.approx(HermiteSpace.order, abs=0.2)
+    assert np.polyfit(np.log(Hs), np.log(e1), 1)[0] == pytest.approx(HermiteSpace.order - 1, abs=0.2)
+
+
+def test_mean_functional_and_constant_mode(rng):
+    space = HermiteSpace([-1, 0], [1, 3], [3, 4], periodic=True)
+    assert np.sum(space.mean_functional() * space.constant_mode()) == pytest.approx(1.0)
+    coef = space.remove_mean(rng.standard_normal(space.shape))
+    xs, ys = np.linspace(-1, 1, 401)[:-1], np.linspace(0, 3, 601)[:-1]
+    assert abs(space.evaluate_grid(coef, [xs, ys]).mean()) < 1e-3
+    # the constant mode has zero gradient energy
+    c = space.constant_mode().ravel()
+    assert abs(c @ space.h1_seminorm_matrix() @ c) < 1e-12
