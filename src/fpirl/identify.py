@@ -30,7 +30,7 @@ from .grid import Grid
 from .hermite import HermiteSpace
 
 #: Default relative Tikhonov weight; chosen by ``tests/test_identify.py::test_default_ridge_is_in_the_plateau``.
-DEFAULT_RIDGE = 1e-7
+DEFAULT_RIDGE = 1e-9
 
 
 def _solve_spd(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
