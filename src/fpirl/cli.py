@@ -1,0 +1,323 @@
+"""Command line interface: ``fpirl <command> ...`` (DESIGN section 6 fixes the spellings).
+
+Only argument parsing, file handling and error reporting live here; every computation is in
+the library. Each subcommand is one ``add_<name>_arguments(parser)`` function plus one
+``cmd_<name>(args) -> int`` function, registered in :data:`SUBCOMMANDS`. To add a subcommand
+(``simulate``, ``compare``, ``benchmark``, ...), write the two functions and add one line there.
+
+Exit codes: 0 success, 2 bad input or usage (one line ``fpirl: error: ...`` on stderr),
+1 anything else (one line too; ``--debug`` re-raises with the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from ._errors import FpirlInputError
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line usage (exit code 2)."""
+
+
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _error(message) -> None:
+    print(f"fpirl: error: {_one_line(message)}", file=sys.stderr)
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line on stderr (``fpirl: error: ...``)."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# --------------------------------------------------------------------------------------------
+# argument types
+# --------------------------------------------------------------------------------------------
+def _positive_int_list(text: str):
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N1,N2,... (positive integers), got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"element counts must be positive integers, got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+    return value
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text!r}")
+    return value
+
+
+def _discount(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"discount factor must be in [0, 1), got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _output_netcdf(path) -> Path:
+    """Check an output path early (before any work): .nc suffix, existing directory."""
+    path = Path(path)
+    if path.suffix.lower() not in (".nc", ".nc4", ".netcdf", ".cdf"):
+        raise FpirlInputError(f"output {str(path)!r} must be a netCDF file ending in .nc")
+    if not path.parent.is_dir():
+        raise FpirlInputError(f"output directory does not exist: {str(path.parent)!r}")
+    if path.is_dir():
+        raise FpirlInputError(f"output path is a directory: {str(path)!r}")
+    return path
+
+
+def _progress(args) -> bool:
+    return not getattr(args, "no_progress", False)
+
+
+# --------------------------------------------------------------------------------------------
+# fit
+# --------------------------------------------------------------------------------------------
+def add_fit_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", metavar="DATA", help="density dataset (.nc); trajectory tables (.csv/.parquet) later")
+    p.add_argument("-o", "--output", metavar="RESULT.nc", required=True, help="result file to write (netCDF)")
+    p.add_argument("--hermite-elements", metavar="N|N1,N2,...", type=_positive_int_list, default=4,
+                   help="Hermite elements for psi, one number or one per axis (default 4)")
+    beta = p.add_mutually_exclusive_group(required=True)
+    beta.add_argument("--beta", metavar="B", type=_positive_float, help="known inverse temperature")
+    beta.add_argument("--estimate-beta", action="store_true", help="estimate beta jointly with psi")
+    from .identify import DEFAULT_RIDGE
+
+    p.add_argument("--ridge", metavar="R", type=_nonnegative_float, default=None,
+                   help=f"relative Tikhonov weight on int |grad psi|^2 (default {DEFAULT_RIDGE:g})")
+    p.add_argument("--gamma", metavar="G", type=_discount, default=None,
+                   help="discount factor in [0, 1) for the reward (default 0.99); Q-value, policy and "
+                   "reward are recovered whenever the data have state and action axes")
+    p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default="midpoint",
+                   help="time discretisation of the weak-form residual (default midpoint)")
+    p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=3,
+                   help="Gauss-Legendre points per axis and cell (default 3, exact)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    table = p.add_argument_group("trajectory tables (CSV/Parquet; not supported yet)")
+    table.add_argument("--track", metavar="COL")
+    table.add_argument("--time", metavar="COL")
+    table.add_argument("--state", metavar="C1,C2")
+    table.add_argument("--action", metavar="C3,C4|velocity")
+    table.add_argument("--boundary", choices=("periodic", "reflecting"))
+    table.add_argument("--bounds", metavar="LO:HI,...")
+    table.add_argument("--estimator", choices=("density", "increments"))
+
+
+_TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "estimator")
+
+
+def _recover_mdp(estimator, dt, gamma):
+    """(MDP, gamma) of a fitted estimator: Q-value, policy and reward via :mod:`fpirl.mdp`.
+
+    Done whenever the grid has state and action axes (``gamma`` defaults to
+    :data:`fpirl.mdp.DEFAULT_GAMMA`); ``(None, None)`` otherwise, unless ``--gamma`` asked for it.
+    """
+    from .mdp import DEFAULT_GAMMA, recover_mdp
+
+    grid = estimator.grid_
+    if not (grid.state_axes and grid.action_axes):
+        if gamma is not None:
+            raise FpirlInputError(
+                f"--gamma needs state and action axes; the data have roles {', '.join(grid.roles)}"
+            )
+        return None, None
+    gamma = DEFAULT_GAMMA if gamma is None else gamma
+    mdp = recover_mdp(grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
+                      estimator.beta_, dt, gamma=gamma)
+    return mdp, gamma
+
+
+def cmd_fit(args) -> int:
+    from .io import data_kind, read_density, result_dataset, write_result
+
+    out = _output_netcdf(args.output)
+    if data_kind(args.data) == "netcdf":
+        used = [f"--{k}" for k in _TABLE_OPTIONS if getattr(args, k) is not None]
+        if used:
+            raise FpirlInputError(f"{', '.join(used)} only apply to trajectory tables, not to {args.data!r}")
+    snapshots = read_density(args.data)  # raises FpirlInputError for tables (not supported yet)
+    grid = snapshots.grid
+    n_h = args.hermite_elements
+    if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
+        raise FpirlInputError(f"--hermite-elements has {len(n_h)} values for {grid.ndim} axes {grid.names}")
+
+    from .identify import PotentialEstimator
+
+    est = PotentialEstimator(
+        hermite_elements=n_h,
+        beta=args.beta,
+        estimate_beta=bool(args.estimate_beta),
+        ridge=args.ridge,
+        time_scheme=args.time_scheme,
+        quadrature_points=args.quadrature_points,
+        progress=_progress(args),
+    )
+    est.fit(snapshots)
+    mdp, gamma = _recover_mdp(est, snapshots.dt, args.gamma)
+    ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma,
+                        extra={"source": str(args.data)})
+    write_result(out, ds)
+    print(
+        f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
+        f"beta={est.beta_:.6g}, ridge={est.ridge_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
+    )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# plot
+# --------------------------------------------------------------------------------------------
+def add_plot_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit'")
+    p.add_argument("-o", "--output", metavar="FIG.png", required=True, help="figure to write (.png, .pdf, .svg, ...)")
+
+
+def cmd_plot(args) -> int:
+    from .io import read_result
+    from .plotting import plot_result
+
+    ds = read_result(args.result)
+    path = plot_result(ds, args.output)
+    print(f"fpirl plot: wrote {path}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# demo
+# --------------------------------------------------------------------------------------------
+def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="DIR", default="fpirl-demo",
+                   help="directory for demo_result.nc and demo_potential.png (default ./fpirl-demo)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_demo(args) -> int:
+    from .problems.demo import run_demo
+
+    run_demo(args.output, progress=_progress(args))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# registry
+# --------------------------------------------------------------------------------------------
+#: (name, one-line help, add_arguments, run). Add new subcommands here.
+SUBCOMMANDS = [
+    ("fit", "estimate the potential (and MDP) from density snapshots", add_fit_arguments, cmd_fit),
+    ("plot", "plot a result file", add_plot_arguments, cmd_plot),
+    ("demo", "run the built-in synthetic example end to end", add_demo_arguments, cmd_demo),
+    # ("simulate", ..., add_simulate_arguments, cmd_simulate),
+    # ("compare", ..., add_compare_arguments, cmd_compare),
+    # ("benchmark", ..., add_benchmark_arguments, cmd_benchmark),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(
+        prog="fpirl",
+        description="Fokker-Planck inverse reinforcement learning: recover potential, policy and "
+        "reward from density snapshots.",
+    )
+    parser.add_argument("--version", action="version", version=f"fpirl {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, help_text, add_arguments, run in SUBCOMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show full tracebacks on errors")
+        add_arguments(p)
+        p.set_defaults(func=run)
+    return parser
+
+
+def _warning_one_line(message, category, filename, lineno, line=None):
+    return f"fpirl: warning: {_one_line(message)}\n"
+
+
+_INPUT_ERRORS = (FpirlInputError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                 PermissionError)
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``fpirl`` console script; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        _error(exc)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    debug = debug or getattr(args, "debug", False)
+    old_format = warnings.formatwarning
+    if not debug:
+        warnings.formatwarning = _warning_one_line
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except (UsageError, *_INPUT_ERRORS) as exc:
+        if debug:
+            raise
+        _error(exc)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        _error("interrupted")
+        return EXIT_FAILURE
+    except Exception as exc:
+        if debug:
+            raise
+        _error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    finally:
+        warnings.formatwarning = old_format
+
+
+if __name__ == "__main__":
+    sys.exit(main())

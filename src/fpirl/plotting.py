@@ -1,0 +1,290 @@
+"""Figures for fpirl results (matplotlib, Agg-safe: :class:`~matplotlib.figure.Figure` objects only).
+
+No numerics here beyond reshaping (and the least-squares slope in :func:`plot_convergence`).
+Every figure is written atomically (temporary file + rename), the format taken from the suffix.
+
+Functions over 3 or 4 axes are drawn as a *nested grid* as in the paper's figures: an outer grid
+over two state axes (or the first two axes when there are fewer than two state axes) and, inside
+each outer cell, an inner sub-grid over the remaining (action) axes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ._errors import FpirlInputError
+from .grid import Grid
+from .io import atomic_path, grid_from_dataset
+
+__all__ = [
+    "nested_grid_image",
+    "nested_grid_layout",
+    "plot_convergence",
+    "plot_kl",
+    "plot_potential_comparison",
+    "plot_result",
+]
+
+_RESULT_PANELS = (
+    ("potential", "potential $\\psi$", "viridis"),
+    ("policy", "policy $\\pi(a\\,|\\,s)$", "magma"),
+    ("reward", "reward $R$", "coolwarm"),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# saving
+# --------------------------------------------------------------------------------------------
+def _save(fig: Figure, path) -> Path:
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    supported = fig.canvas.get_supported_filetypes()
+    if fmt not in supported:
+        raise FpirlInputError(
+            f"cannot write figure {str(path)!r}: unknown image type {path.suffix or '(none)'!r} "
+            f"(use one of {', '.join('.' + k for k in sorted(supported))})"
+        )
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=100)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# nested grids
+# --------------------------------------------------------------------------------------------
+def nested_grid_layout(grid: Grid) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(outer axes, inner axes) for a nested-grid picture of a function on ``grid``.
+
+    Outer: the first two state axes, or the first two axes when there are fewer than two state
+    axes. Inner: all remaining axes in order (1 or 2 of them).
+    """
+    d = grid.ndim
+    if d not in (3, 4):
+        raise FpirlInputError(f"nested grid plots need 3 or 4 axes, got {d}")
+    states = grid.state_axes
+    outer = tuple(states[:2]) if len(states) >= 2 else (0, 1)
+    inner = tuple(i for i in range(d) if i not in outer)
+    return outer, inner
+
+
+def nested_grid_image(values, grid: Grid, gap: int = 1) -> np.ndarray:
+    """Arrange a 3-D or 4-D nodal array as one 2-D image (outer grid of inner sub-grids).
+
+    The image is meant for ``imshow(image, origin='lower')``: columns run along the first outer
+    axis, rows along the second. Each outer cell ``(i, j)`` holds the inner sub-grid: with one
+    inner axis ``k`` a horizontal strip of ``n_k`` pixels, with two inner axes ``(k, l)`` a block of
+    ``n_l`` rows and ``n_k`` columns. Outer cells are separated by ``gap`` NaN pixels (blank).
+    """
+    values = np.asarray(values, dtype=float)
+    if values.shape != grid.shape:
+        raise FpirlInputError(f"values have shape {values.shape}, expected {grid.shape}")
+    outer, inner = nested_grid_layout(grid)
+    v = np.transpose(values, outer + inner)
+    n0, n1 = v.shape[:2]
+    if len(inner) == 1:
+        v = v[..., None]  # inner sub-grid: n_k columns x 1 row
+    nk, nl = v.shape[2:]
+    col_gap = gap
+    row_gap = gap if nl > 1 else 0
+    width = n0 * nk + (n0 - 1) * col_gap
+    height = n1 * nl + (n1 - 1) * row_gap
+    image = np.full((height, width), np.nan)
+    for i in range(n0):
+        c0 = i * (nk + col_gap)
+        for j in range(n1):
+            r0 = j * (nl + row_gap)
+            image[r0 : r0 + nl, c0 : c0 + nk] = v[i, j].T
+    return image
+
+
+def _outer_ticks(ax, grid: Grid, outer, inner, gap=1, max_ticks=6):
+    shape = grid.shape
+    nk = shape[inner[0]]
+    nl = shape[inner[1]] if len(inner) == 2 else 1
+    col_gap, row_gap = gap, (gap if nl > 1 else 0)
+    for setter, labeler, axis, n_in, g in (
+        (ax.set_xticks, ax.set_xticklabels, outer[0], nk, col_gap),
+        (ax.set_yticks, ax.set_yticklabels, outer[1], nl, row_gap),
+    ):
+        x = grid.axes[axis].nodes
+        step = max(1, int(np.ceil(len(x) / max_ticks)))
+        idx = np.arange(0, len(x), step)
+        setter(idx * (n_in + g) + (n_in - 1) / 2)
+        labeler([f"{x[i]:.3g}" for i in idx], fontsize=7)
+    if row_gap == 0:  # strips touch vertically: thin separators between outer rows
+        for j in range(1, shape[outer[1]]):
+            ax.axhline(j - 0.5, color="white", linewidth=0.8)
+    names = grid.names
+    inner_txt = ", ".join(names[i] for i in inner)
+    ax.set_xlabel(f"{names[outer[0]]} (outer)  |  inner: {inner_txt}")
+    ax.set_ylabel(f"{names[outer[1]]} (outer)")
+
+
+# --------------------------------------------------------------------------------------------
+# drawing one field on one axes
+# --------------------------------------------------------------------------------------------
+def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis", label=None, vlim=None):
+    values = np.asarray(values, dtype=float)
+    if values.shape != grid.shape:
+        raise FpirlInputError(f"{title}: values have shape {values.shape}, expected {grid.shape}")
+    d = grid.ndim
+    kw = {}
+    if vlim is not None:
+        kw = {"vmin": vlim[0], "vmax": vlim[1]}
+    if d == 1:
+        a = grid.axes[0]
+        ax.plot(a.nodes, values, label=label)
+        ax.set_xlabel(a.name)
+        ax.set_xlim(a.lower, a.upper)
+        ax.grid(True, alpha=0.3)
+    elif d == 2:
+        a0, a1 = grid.axes
+        # cell-centred pixels over the node positions
+        ext = [
+            a0.nodes[0] - a0.spacing / 2,
+            a0.nodes[-1] + a0.spacing / 2,
+            a1.nodes[0] - a1.spacing / 2,
+            a1.nodes[-1] + a1.spacing / 2,
+        ]
+        im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, **kw)
+        ax.set_xlabel(f"{a0.name} ({a0.role})")
+        ax.set_ylabel(f"{a1.name} ({a1.role})")
+        fig.colorbar(im, ax=ax)
+    elif d in (3, 4):
+        outer, inner = nested_grid_layout(grid)
+        image = nested_grid_image(values, grid)
+        im = ax.imshow(image, origin="lower", aspect="auto", cmap=cmap, interpolation="nearest", **kw)
+        _outer_ticks(ax, grid, outer, inner)
+        fig.colorbar(im, ax=ax)
+    else:
+        raise FpirlInputError(f"cannot plot a function of {d} variables (at most 4)")
+    ax.set_title(title, fontsize=10)
+
+
+def _panel_size(grid: Grid) -> tuple[float, float]:
+    return (4.8, 3.6) if grid.ndim <= 2 else (6.0, 4.8)
+
+
+def _finite_range(*arrays):
+    vals = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays])
+    vals = vals[np.isfinite(vals)]
+    if vals.size == 0:
+        return None
+    lo, hi = float(vals.min()), float(vals.max())
+    return (lo, hi) if hi > lo else None
+
+
+# --------------------------------------------------------------------------------------------
+# public figures
+# --------------------------------------------------------------------------------------------
+def plot_potential_comparison(grid: Grid, psi_true, psi_fit, path, title: str | None = None) -> Path:
+    """True vs recovered potential and their difference (1-D lines, 2-D heatmaps, 3-D/4-D nested).
+
+    Pass both potentials with the same normalisation (e.g. zero mean).
+    """
+    psi_true = np.asarray(psi_true, dtype=float)
+    psi_fit = np.asarray(psi_fit, dtype=float)
+    for name, v in (("psi_true", psi_true), ("psi_fit", psi_fit)):
+        if v.shape != grid.shape:
+            raise FpirlInputError(f"{name} has shape {v.shape}, expected {grid.shape}")
+    diff = psi_fit - psi_true
+    w, h = _panel_size(grid)
+    if grid.ndim == 1:
+        fig = Figure(figsize=(2 * w, h), layout="constrained")
+        ax0, ax1 = fig.subplots(1, 2)
+        _draw_field(fig, ax0, grid, psi_true, "potential", label="true")
+        ax0.plot(grid.axes[0].nodes, psi_fit, "--", label="recovered")
+        ax0.legend()
+        _draw_field(fig, ax1, grid, diff, "recovered - true")
+    else:
+        fig = Figure(figsize=(3 * w, h), layout="constrained")
+        axes = fig.subplots(1, 3)
+        vlim = _finite_range(psi_true, psi_fit)
+        _draw_field(fig, axes[0], grid, psi_true, "true $\\psi$", vlim=vlim)
+        _draw_field(fig, axes[1], grid, psi_fit, "recovered $\\psi$", vlim=vlim)
+        dmax = float(np.nanmax(np.abs(diff))) if np.any(np.isfinite(diff)) else 0.0
+        _draw_field(fig, axes[2], grid, diff, "recovered - true", cmap="coolwarm",
+                    vlim=(-dmax, dmax) if dmax > 0 else None)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_result(result, path) -> Path:
+    """Plot a result dataset: potential, policy and reward (whichever are present).
+
+    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes).
+    The Q-value is not drawn separately (it is ``-psi``).
+    """
+    grid = grid_from_dataset(result, "potential")
+    panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
+    w, h = _panel_size(grid)
+    ncols = min(2, len(panels)) if grid.ndim >= 3 else len(panels)
+    nrows = int(np.ceil(len(panels) / ncols))
+    fig = Figure(figsize=(ncols * w, nrows * h), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    for ax, (key, title, cmap) in zip(axes, panels):
+        values = np.asarray(result[key].transpose(*grid.names).values)
+        _draw_field(fig, ax, grid, values, title, cmap=cmap)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    beta = result.attrs.get("beta")
+    sup = f"fpirl result: {grid!r}"
+    if beta is not None:
+        sup += f", beta = {float(beta):.4g}"
+    fig.suptitle(sup, fontsize=9)
+    return _save(fig, path)
+
+
+def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)") -> Path:
+    """KL divergence over time; ``zoom=(t0, t1)`` adds a second panel on that time window."""
+    times = np.asarray(times, dtype=float).ravel()
+    kl = np.asarray(kl, dtype=float).ravel()
+    if times.shape != kl.shape:
+        raise FpirlInputError(f"times ({times.size}) and kl ({kl.size}) differ in length")
+    npanel = 1 if zoom is None else 2
+    fig = Figure(figsize=(5 * npanel, 3.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, npanel))
+    axes[0].plot(times, kl, marker=".", label=label)
+    axes[0].set_title("KL divergence")
+    if zoom is not None:
+        t0, t1 = map(float, zoom)
+        sel = (times >= t0) & (times <= t1)
+        axes[1].plot(times[sel], kl[sel], marker=".", color="C1")
+        axes[1].set_xlim(t0, t1)
+        axes[1].set_title(f"zoom: t in [{t0:g}, {t1:g}]")
+    for ax in axes:
+        ax.set_xlabel("time")
+        ax.set_ylabel("KL")
+        ax.grid(True, alpha=0.3)
+    axes[0].legend()
+    return _save(fig, path)
+
+
+def plot_convergence(N, errors: Mapping[str, Sequence[float]], path, xlabel: str = "elements N",
+                     ylabel: str = "error") -> Path:
+    """Log-log convergence plot; the legend gives each curve's least-squares slope."""
+    N = np.asarray(N, dtype=float).ravel()
+    fig = Figure(figsize=(5.2, 4.0), layout="constrained")
+    ax = fig.subplots()
+    for i, (label, err) in enumerate(errors.items()):
+        err = np.asarray(err, dtype=float).ravel()
+        if err.shape != N.shape:
+            raise FpirlInputError(f"{label!r}: {err.size} errors for {N.size} resolutions")
+        ok = np.isfinite(err) & (err > 0) & np.isfinite(N) & (N > 0)
+        text = str(label)
+        if ok.sum() >= 2:
+            slope = np.polyfit(np.log(N[ok]), np.log(err[ok]), 1)[0]
+            text += f" (slope {slope:.2f})"
+        ax.plot(N[ok], err[ok], marker="o", color=f"C{i}", label=text)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return _save(fig, path)

@@ -1,0 +1,210 @@
+"""The command line: exit codes, one-line errors, no half-written results, fit -> plot."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fpirl import DensitySnapshots, Grid
+from fpirl.cli import SUBCOMMANDS, main
+from fpirl.io import density_dataset, read_result, write_density
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    return subprocess.run(
+        [sys.executable, "-m", "fpirl.cli", *map(str, args)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
+    )
+
+
+def _assert_input_error(proc, *words):
+    assert proc.returncode == 2, proc.stderr
+    err = proc.stderr.strip()
+    assert "Traceback" not in proc.stderr
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("fpirl: error: "), err
+    for w in words:
+        assert w.lower() in err.lower(), err
+
+
+def _only(tmp_path, *names):
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+@pytest.fixture(scope="module")
+def valid_data(tmp_path_factory):
+    """Small FP-PDE data: 2-D periodic (state, action), beta = 4, 12 snapshots."""
+    from fpirl.forward import simulate_density, von_mises_bump
+
+    grid = Grid([-1, -1], [1, 1], 12, names=["s", "a"], roles=["state", "action"])
+    k = np.pi
+
+    def psi(x):
+        return 0.5 * np.cos(k * x[..., 0]) * np.sin(k * x[..., 1]) + 0.3 * np.cos(k * x[..., 1])
+
+    def grad(x):
+        s, a = x[..., 0], x[..., 1]
+        return np.stack([-0.5 * k * np.sin(k * s) * np.sin(k * a),
+                         0.5 * k * np.cos(k * s) * np.cos(k * a) - 0.3 * k * np.sin(k * a)], axis=-1)
+
+    times = 0.02 * np.arange(12)
+    values = simulate_density(grid, psi, grad, 4.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
+    path = tmp_path_factory.mktemp("data") / "density.nc"
+    write_density(path, DensitySnapshots(grid, times, values))
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# success
+# --------------------------------------------------------------------------------------------
+def test_fit_then_plot(valid_data, tmp_path):
+    out = tmp_path / "result.nc"
+    proc = run_cli("fit", valid_data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stdout
+    ds = read_result(out)
+    for name in ("potential", "q_value", "policy", "reward", "hermite_coefficients"):
+        assert name in ds.data_vars
+    assert ds["potential"].dims == ("s", "a")
+    assert ds["hermite_coefficients"].shape == (6, 6)
+    assert ds.attrs["beta"] == 4.0
+    assert ds.attrs["dt"] == pytest.approx(0.02)
+    assert ds.attrs["gamma"] == pytest.approx(0.99)
+    assert list(np.atleast_1d(ds.attrs["hermite_elements"])) == [3, 3]
+    assert ds.attrs["solver_time_scheme"] == "midpoint"
+    _only(tmp_path, "result.nc")
+
+    fig = tmp_path / "fig.png"
+    proc = run_cli("plot", out, "-o", fig)
+    assert proc.returncode == 0, proc.stderr
+    assert fig.stat().st_size > 1000
+    _only(tmp_path, "result.nc", "fig.png")
+
+
+def test_fit_in_process_options(valid_data, tmp_path, capsys):
+    out = tmp_path / "r.nc"
+    rc = main(["fit", str(valid_data), "-o", str(out), "--hermite-elements", "3,2", "--estimate-beta",
+               "--gamma", "0.5", "--time-scheme", "explicit", "--quadrature-points", "2", "--ridge", "1e-6",
+               "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    ds = read_result(out)
+    assert ds["hermite_coefficients"].shape == (6, 4)
+    assert ds.attrs["gamma"] == 0.5 and ds.attrs["beta"] > 0
+    assert ds.attrs["solver_time_scheme"] == "explicit" and ds.attrs["solver_quadrature_points"] == 2
+    assert ds.attrs["solver_beta_estimated"] == 1
+
+
+def test_help_and_registry(capsys):
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for name, *_ in SUBCOMMANDS:
+        assert name in text
+    assert main(["fit", "--help"]) == 0
+    assert "--estimate-beta" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------
+# bad input and usage: exit 2, one line, nothing written
+# --------------------------------------------------------------------------------------------
+def test_negative_density_subprocess(tmp_path, rng):
+    g = Grid([0, 0], [1, 1], 4, names=["s", "a"], roles=["state", "action"])
+    ds = density_dataset(DensitySnapshots(g, [0, 1, 2], rng.random((3, *g.shape))))
+    ds["density"][1, 1, 1] = -1.0
+    data = tmp_path / "neg.nc"
+    ds.to_netcdf(data)
+    proc = run_cli("fit", data, "-o", tmp_path / "out.nc", "--beta", "2")
+    _assert_input_error(proc, "negative")
+    _only(tmp_path, "neg.nc")
+
+
+def test_missing_file_subprocess(tmp_path):
+    proc = run_cli("fit", tmp_path / "nope.nc", "-o", tmp_path / "out.nc", "--beta", "2")
+    _assert_input_error(proc, "no such file")
+    _only(tmp_path)
+
+
+def test_beta_required_subprocess(valid_data, tmp_path):
+    proc = run_cli("fit", valid_data, "-o", tmp_path / "out.nc")
+    _assert_input_error(proc, "--beta", "--estimate-beta")
+    _only(tmp_path)
+
+
+def test_plot_of_non_result_subprocess(valid_data, tmp_path):
+    proc = run_cli("plot", valid_data, "-o", tmp_path / "fig.png")
+    _assert_input_error(proc, "not an fpirl result")
+    _only(tmp_path)
+
+
+def _bad_inputs(tmp_path, valid_data):
+    txt = tmp_path / "data.txt"
+    txt.write_text("x")
+    csv = tmp_path / "tracks.csv"
+    csv.write_text("track,time,x\n1,0,0\n")
+    junk = tmp_path / "junk.nc"
+    junk.write_bytes(b"not netcdf")
+    out = str(tmp_path / "out.nc")
+    return {
+        "unknown type": (["fit", str(txt), "-o", out, "--beta", "1"], ["unknown file type"]),
+        "table": (["fit", str(csv), "-o", out, "--beta", "1"], ["not supported yet"]),
+        "corrupt": (["fit", str(junk), "-o", out, "--beta", "1"], ["cannot read"]),
+        "both betas": (["fit", str(valid_data), "-o", out, "--beta", "1", "--estimate-beta"], ["not allowed"]),
+        "negative beta": (["fit", str(valid_data), "-o", out, "--beta", "-1"], ["--beta"]),
+        "bad elements": (["fit", str(valid_data), "-o", out, "--beta", "1", "--hermite-elements", "3,x"], ["hermite"]),
+        "elements per axis": (["fit", str(valid_data), "-o", out, "--beta", "1", "--hermite-elements", "3,3,3"],
+                              ["3 values for 2 axes"]),
+        "gamma range": (["fit", str(valid_data), "-o", out, "--beta", "1", "--gamma", "1.5"], ["discount"]),
+        "scheme": (["fit", str(valid_data), "-o", out, "--beta", "1", "--time-scheme", "rk4"], ["time-scheme"]),
+        "output type": (["fit", str(valid_data), "-o", str(tmp_path / "out.txt"), "--beta", "1"], [".nc"]),
+        "output dir": (["fit", str(valid_data), "-o", str(tmp_path / "no" / "out.nc"), "--beta", "1"],
+                       ["directory does not exist"]),
+        "table options": (["fit", str(valid_data), "-o", out, "--beta", "1", "--track", "id"], ["--track"]),
+        "no command": ([], ["required"]),
+        "unknown command": (["frobnicate"], ["invalid choice"]),
+        "plot output type": (["plot", str(valid_data), "-o", str(tmp_path / "fig.xyz")], []),
+    }
+
+
+def test_bad_inputs_in_process(valid_data, tmp_path, capsys):
+    cases = _bad_inputs(tmp_path, valid_data)
+    before = sorted(os.listdir(tmp_path))
+    for label, (argv, words) in cases.items():
+        rc = main(argv)
+        err = capsys.readouterr().err.strip()
+        assert rc == 2, (label, err)
+        assert len(err.splitlines()) == 1 and err.startswith("fpirl: error: "), (label, err)
+        for w in words:
+            assert w.lower() in err.lower(), (label, err)
+    assert sorted(os.listdir(tmp_path)) == before  # no result, no temp file
+
+
+def test_unexpected_errors_exit_1(valid_data, tmp_path, capsys, monkeypatch):
+    import fpirl.identify
+
+    def boom(self, snapshots):
+        raise RuntimeError("solver exploded\nsecond line")
+
+    monkeypatch.setattr(fpirl.identify.PotentialEstimator, "fit", boom)
+    argv = ["fit", str(valid_data), "-o", str(tmp_path / "out.nc"), "--beta", "1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "fpirl: error: RuntimeError: solver exploded second line"
+    with pytest.raises(RuntimeError):
+        main(["--debug", *argv])
+    _only(tmp_path)
+
+
+def test_demo_pipeline_small(tmp_path):
+    """run_demo end to end on a coarse grid (the full `fpirl demo` uses 40 x 40 and 50 snapshots)."""
+    from fpirl.problems import run_demo
+
+    out = run_demo(tmp_path / "demo", progress=False, elements=16, n_snapshots=12, verbose=False)
+    assert out["relative_l2_error"] < 0.15  # about 5% at N = 16
+    assert out["result"].exists() and out["figure"].stat().st_size > 1000
+    ds = read_result(out["result"])
+    assert {"potential", "policy", "reward"} <= set(ds.data_vars)
+    assert sorted(os.listdir(tmp_path / "demo")) == ["demo_potential.png", "demo_result.nc"]

@@ -1,0 +1,283 @@
+"""Density and result files: round trips, validation of bad input, atomic writes."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from fpirl import DensitySnapshots, FpirlInputError, Grid, HermiteSpace
+from fpirl.io import (
+    atomic_write,
+    density_dataset,
+    grid_from_dataset,
+    read_density,
+    read_result,
+    result_dataset,
+    write_density,
+    write_result,
+)
+
+
+def _grid(boundary="periodic"):
+    return Grid([-1.0, 0.0], [1.0, 2.0], [6, 4], names=["s", "a"], roles=["state", "action"], boundary=boundary)
+
+
+def _snapshots(rng, boundary="periodic", n_t=3):
+    g = _grid(boundary)
+    return DensitySnapshots(g, 0.1 * np.arange(n_t), rng.random((n_t, *g.shape)) + 0.1)
+
+
+def _fake_estimator(grid, n_h=2):
+    herm = HermiteSpace.on_grid(grid, n_h)
+    coef = herm.remove_mean(np.arange(herm.n_coef, dtype=float).reshape(herm.shape) / herm.n_coef)
+    return SimpleNamespace(
+        grid_=grid,
+        hermite_=herm,
+        coef_=coef,
+        beta_=2.5,
+        ridge_=1e-9,
+        residual_=0.05,
+        settings_={"time_scheme": "midpoint", "quadrature_points": 3, "beta_estimated": False},
+        potential_on_grid=lambda g=None: herm.evaluate_grid(coef, (grid if g is None else g).coords),
+    )
+
+
+def _only(tmp_path, *names):
+    """The directory holds exactly ``names`` (no temp files, no partial results)."""
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+# --------------------------------------------------------------------------------------------
+# round trips
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("boundary", ["periodic", "reflecting"])
+def test_density_round_trip(tmp_path, rng, boundary):
+    snap = _snapshots(rng, boundary)
+    path = write_density(tmp_path / "d.nc", snap)
+    back = read_density(path)
+    assert back.grid == snap.grid
+    np.testing.assert_allclose(back.values, snap.values)
+    np.testing.assert_allclose(back.times, snap.times)
+    assert back.grid.roles == ("state", "action")
+    _only(tmp_path, "d.nc")
+
+
+def test_density_file_follows_contract(tmp_path, rng):
+    snap = _snapshots(rng, "reflecting")
+    write_density(tmp_path / "d.nc", snap)
+    with xr.open_dataset(tmp_path / "d.nc") as ds:
+        assert ds["density"].dims == ("time", "s", "a")
+        assert ds.attrs["boundary"] == "reflecting"
+        assert ds["s"].attrs["role"] == "state" and ds["a"].attrs["role"] == "action"
+        assert ds["a"].attrs["lower"] == 0.0 and ds["a"].attrs["upper"] == 2.0
+        np.testing.assert_allclose(ds["a"].values, [0, 0.5, 1.0, 1.5, 2.0])  # N + 1 reflecting nodes
+
+
+def test_result_round_trip(tmp_path):
+    grid = _grid()
+    est = _fake_estimator(grid)
+    mdp = SimpleNamespace(q_value=-np.ones(grid.shape), policy=np.full(grid.shape, 0.5),
+                          reward=np.zeros(grid.shape), gamma=0.9)
+    ds = result_dataset(est, mdp=mdp, dt=0.1,
+                        extra={"density_fit_residual": np.zeros(grid.shape), "note": "hello"})
+    path = write_result(tmp_path / "r.nc", ds)
+    back = read_result(path)
+    for name in ("potential", "q_value", "policy", "reward", "hermite_coefficients", "density_fit_residual"):
+        assert name in back.data_vars
+    assert back["hermite_coefficients"].dims == ("hermite_s", "hermite_a")
+    np.testing.assert_allclose(back["hermite_coefficients"].values, est.coef_)
+    assert abs(float(back["potential"].mean())) < 0.2  # zero mean in L2 sense, nodes ~ close
+    a = back.attrs
+    assert a["beta"] == 2.5 and a["dt"] == 0.1 and a["gamma"] == 0.9
+    assert a["boundary"] == "periodic" and a["state_dims"] == "s" and a["action_dims"] == "a"
+    assert list(np.atleast_1d(a["hermite_elements"])) == [2, 2]
+    assert list(np.atleast_1d(a["fe_elements"])) == [6, 4]
+    assert a["solver_time_scheme"] == "midpoint" and a["solver_quadrature_points"] == 3
+    assert a["note"] == "hello" and "fpirl_version" in a
+    assert grid_from_dataset(back, "potential") == grid
+    _only(tmp_path, "r.nc")
+
+
+def test_result_without_mdp_has_no_mdp_fields(tmp_path):
+    grid = Grid([0.0], [1.0], 5, names=["x"], boundary="reflecting")
+    ds = result_dataset(_fake_estimator(grid))
+    assert set(ds.data_vars) == {"potential", "hermite_coefficients"}
+    assert ds.attrs["action_dims"] == "" and np.isnan(ds.attrs["gamma"])
+    back = read_result(write_result(tmp_path / "r.nc", ds))
+    assert back.attrs["action_dims"] == ""
+
+
+# --------------------------------------------------------------------------------------------
+# bad input
+# --------------------------------------------------------------------------------------------
+def _write_raw(tmp_path, ds, name="bad.nc"):
+    path = tmp_path / name
+    ds.to_netcdf(path)
+    return path
+
+
+def _good_ds(rng, boundary="periodic"):
+    return density_dataset(_snapshots(rng, boundary))
+
+
+def _expect(path, *words):
+    with pytest.raises(FpirlInputError) as info:
+        read_density(path)
+    msg = str(info.value)
+    assert "\n" not in msg
+    for w in words:
+        assert w.lower() in msg.lower(), msg
+    return msg
+
+
+def test_nan_density(tmp_path, rng):
+    ds = _good_ds(rng)
+    ds["density"][1, 2, 3] = np.nan
+    _expect(_write_raw(tmp_path, ds), "nan")
+
+
+def test_negative_density(tmp_path, rng):
+    ds = _good_ds(rng)
+    ds["density"][0, 0, 0] = -0.5
+    _expect(_write_raw(tmp_path, ds), "negative")
+
+
+def test_nonuniform_coordinates(tmp_path, rng):
+    ds = _good_ds(rng)
+    x = ds["s"].values.copy()
+    x[2] += 0.05
+    ds = ds.assign_coords(s=("s", x, ds["s"].attrs))
+    _expect(_write_raw(tmp_path, ds), "'s'", "uniform")
+
+
+def test_coordinates_inconsistent_with_bounds(tmp_path, rng):
+    ds = _good_ds(rng)
+    ds["s"].attrs["upper"] = 3.0
+    _expect(_write_raw(tmp_path, ds), "'s'", "upper")
+
+
+def test_periodic_nodes_must_exclude_upper(tmp_path, rng):
+    ds = _good_ds(rng, "reflecting")  # nodes include both walls
+    ds.attrs["boundary"] = "periodic"
+    _expect(_write_raw(tmp_path, ds), "periodic")
+
+
+def test_time_not_first_dim(tmp_path, rng):
+    ds = _good_ds(rng).transpose("s", "time", "a")
+    _expect(_write_raw(tmp_path, ds), "dims", "time")
+
+
+def test_density_without_spatial_axes(tmp_path):
+    ds = xr.Dataset({"density": ("time", np.ones(3))}, coords={"time": [0.0, 1.0, 2.0]}, attrs={"boundary": "periodic"})
+    _expect(_write_raw(tmp_path, ds), "no spatial axes")
+
+
+def test_axis_without_coordinate(tmp_path, rng):
+    ds = _good_ds(rng).drop_vars("a")
+    _expect(_write_raw(tmp_path, ds), "'a'", "coordinate")
+
+
+def test_single_snapshot(tmp_path, rng):
+    ds = _good_ds(rng).isel(time=slice(0, 1))
+    _expect(_write_raw(tmp_path, ds), "two")
+
+
+def test_nonuniform_times(tmp_path, rng):
+    ds = _good_ds(rng).assign_coords(time=[0.0, 0.1, 0.3])
+    _expect(_write_raw(tmp_path, ds), "uniformly")
+
+
+@pytest.mark.parametrize(
+    "where, key, words",
+    [
+        ("dataset", "boundary", ["boundary"]),
+        ("s", "role", ["'s'", "role"]),
+        ("a", "lower", ["'a'", "lower"]),
+        ("s", "upper", ["'s'", "upper"]),
+    ],
+)
+def test_missing_attrs(tmp_path, rng, where, key, words):
+    ds = _good_ds(rng)
+    attrs = ds.attrs if where == "dataset" else ds[where].attrs
+    del attrs[key]
+    _expect(_write_raw(tmp_path, ds), *words)
+
+
+def test_bad_role_and_boundary(tmp_path, rng):
+    ds = _good_ds(rng)
+    ds["a"].attrs["role"] = "control"
+    _expect(_write_raw(tmp_path, ds, "r.nc"), "role")
+    ds = _good_ds(rng)
+    ds.attrs["boundary"] = "open"
+    _expect(_write_raw(tmp_path, ds, "b.nc"), "boundary")
+
+
+def test_missing_density_variable(tmp_path, rng):
+    ds = _good_ds(rng).rename({"density": "rho"})
+    _expect(_write_raw(tmp_path, ds), "'density'", "rho")
+
+
+def test_unknown_file_type(tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_text("1 2 3\n")
+    _expect(path, "unknown file type", ".txt")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_tables_not_supported_yet(tmp_path, suffix):
+    path = tmp_path / f"tracks{suffix}"
+    path.write_text("track,time,x\n")
+    _expect(path, "not supported yet")
+
+
+def test_missing_and_corrupt_files(tmp_path):
+    _expect(tmp_path / "nope.nc", "no such file")
+    bad = tmp_path / "garbage.nc"
+    bad.write_bytes(b"this is not netCDF at all")
+    _expect(bad, "cannot read")
+
+
+def test_read_result_rejects_density_files(tmp_path, rng):
+    path = write_density(tmp_path / "d.nc", _snapshots(rng))
+    with pytest.raises(FpirlInputError, match="not an fpirl result"):
+        read_result(path)
+
+
+# --------------------------------------------------------------------------------------------
+# atomic writes
+# --------------------------------------------------------------------------------------------
+def test_failed_write_leaves_nothing(tmp_path):
+    def writer(tmp):
+        tmp.write_text("half a file")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        atomic_write(tmp_path / "out.nc", writer)
+    _only(tmp_path)
+
+
+def test_failed_write_keeps_previous_file(tmp_path, rng):
+    path = write_density(tmp_path / "d.nc", _snapshots(rng))
+    before = path.read_bytes()
+
+    def writer(tmp):
+        tmp.write_text("partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(path, writer)
+    assert path.read_bytes() == before
+    _only(tmp_path, "d.nc")
+
+
+def test_write_errors_are_input_errors(tmp_path, rng):
+    snap = _snapshots(rng)
+    with pytest.raises(FpirlInputError, match="directory does not exist"):
+        write_density(tmp_path / "missing" / "d.nc", snap)
+    with pytest.raises(FpirlInputError, match="unknown file type"):
+        write_density(tmp_path / "d.h5", snap)
+    _only(tmp_path)

@@ -1,0 +1,111 @@
+"""Figures: every plotting function writes a non-empty image for 1-D to 4-D inputs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from fpirl import FpirlInputError, Grid
+from fpirl.io import grid_coords
+from fpirl.plotting import (
+    nested_grid_image,
+    nested_grid_layout,
+    plot_convergence,
+    plot_kl,
+    plot_potential_comparison,
+    plot_result,
+)
+
+ROLES = {
+    1: ["state"],
+    2: ["state", "action"],
+    3: ["state", "state", "action"],
+    4: ["state", "state", "action", "action"],
+}
+
+
+def _grid(d, n=5, boundary="periodic"):
+    return Grid([-1.0] * d, [1.0] * d, n, names=[f"x{i}" for i in range(d)], roles=ROLES[d], boundary=boundary)
+
+
+def _field(grid):
+    x = grid.mesh()
+    return np.cos(np.pi * x).sum(axis=-1) + 0.3 * x[..., 0]
+
+
+def _png_ok(path):
+    assert path.exists() and path.stat().st_size > 1000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p for p in os.listdir(path.parent) if p.endswith(".tmp")] == []
+
+
+def _result(grid, with_mdp=True):
+    psi = _field(grid)
+    dims = grid.names
+    data = {"potential": (dims, psi - psi.mean())}
+    if with_mdp:
+        data.update(q_value=(dims, -psi), policy=(dims, np.exp(-psi)), reward=(dims, np.sin(psi)))
+    return xr.Dataset(data, coords=grid_coords(grid), attrs={"boundary": grid.boundary, "beta": 2.0})
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_potential_comparison(tmp_path, d):
+    grid = _grid(d, n=6 if d <= 2 else 4)
+    psi = _field(grid)
+    path = plot_potential_comparison(grid, psi, 1.05 * psi, tmp_path / f"cmp{d}.png", title="t")
+    _png_ok(path)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+def test_plot_result(tmp_path, d):
+    grid = _grid(d, n=6 if d <= 2 else 4, boundary="reflecting" if d == 3 else "periodic")
+    _png_ok(plot_result(_result(grid, with_mdp=d != 1), tmp_path / f"res{d}.png"))
+
+
+def test_plot_result_other_formats(tmp_path):
+    path = plot_result(_result(_grid(2)), tmp_path / "res.svg")
+    assert path.stat().st_size > 1000
+
+
+def test_kl_and_convergence(tmp_path):
+    t = 0.1 * np.arange(20)
+    _png_ok(plot_kl(t, np.exp(-t), tmp_path / "kl.png"))
+    _png_ok(plot_kl(t, np.exp(-t), tmp_path / "klz.png", zoom=(0.0, 0.5)))
+    N = np.array([10, 20, 40, 80])
+    _png_ok(plot_convergence(N, {"psi": 3.0 / N**2, "grad psi": 2.0 / N, "with zero": [1e-2, 0.0, 1e-3, 5e-4]},
+                             tmp_path / "conv.png"))
+
+
+def test_nested_grid_image_layout():
+    grid = Grid([0, 0, 0, 0], [1, 1, 1, 1], [2, 3, 4, 5], names=["a1", "s1", "s2", "a2"],
+                roles=["action", "state", "state", "action"])
+    assert nested_grid_layout(grid) == ((1, 2), (0, 3))
+    values = np.arange(grid.size, dtype=float).reshape(grid.shape)
+    img = nested_grid_image(values, grid)
+    # outer (s1: 3 columns of blocks, s2: 4 rows of blocks), inner blocks of a1 (2 cols) x a2 (5 rows), gaps of 1
+    assert img.shape == (4 * 5 + 3, 3 * 2 + 2)
+    i, j, k, l = 2, 3, 1, 4  # s1, s2, a1, a2
+    assert img[j * 6 + l, i * 3 + k] == values[k, i, j, l]
+    assert np.isnan(img[5, :]).all() and np.isnan(img[:, 2]).all()
+
+
+def test_nested_grid_image_one_inner_axis():
+    grid = _grid(3, n=4)
+    values = np.arange(grid.size, dtype=float).reshape(grid.shape)
+    img = nested_grid_image(values, grid)
+    assert img.shape == (4, 4 * 4 + 3)  # strips touch vertically, gaps between columns of blocks
+    assert img[2, 1 * 5 + 3] == values[1, 2, 3]
+
+
+def test_bad_figure_input(tmp_path):
+    grid = _grid(2)
+    with pytest.raises(FpirlInputError, match="unknown image type"):
+        plot_potential_comparison(grid, _field(grid), _field(grid), tmp_path / "x.xyz")
+    with pytest.raises(FpirlInputError, match="shape"):
+        plot_potential_comparison(grid, _field(grid), _field(grid)[:2], tmp_path / "x.png")
+    with pytest.raises(FpirlInputError, match="3 or 4 axes"):
+        nested_grid_image(_field(grid), grid)
+    assert os.listdir(tmp_path) == []
