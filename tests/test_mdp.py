@@ -1,0 +1,276 @@
+"""MDP recovery: Boltzmann policy, Gaussian transition, inverse Bellman reward (paper section 3)."""
+
+import numpy as np
+import pytest
+
+from fpirl import FpirlInputError
+from fpirl.grid import Grid
+from fpirl.mdp import (
+    DEFAULT_GAMMA,
+    MDP,
+    GaussianTransition,
+    boltzmann_policy,
+    inverse_bellman_reward,
+    recover_mdp,
+    state_shape,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def smooth_field(grid, rng, n_modes=3, amp=1.0):
+    """Random smooth periodic potential (sum of cosines) and its gradient on the nodes."""
+    x = grid.mesh()
+    psi = np.zeros(grid.shape)
+    grad = np.zeros((grid.ndim,) + grid.shape)
+    lengths = grid.upper - grid.lower
+    for _ in range(n_modes):
+        k = rng.integers(-2, 3, size=grid.ndim) * 2 * np.pi / lengths
+        phase = rng.uniform(0, 2 * np.pi)
+        c = amp * rng.normal()
+        arg = x @ k + phase
+        psi += c * np.cos(arg)
+        grad += -c * np.sin(arg)[None] * k.reshape((-1,) + (1,) * grid.ndim)
+    return psi, grad
+
+
+def state_grad(grid, grad):
+    return grad[list(grid.state_axes)]
+
+
+def weights_over(grid, axes):
+    w = np.ones(())
+    for i in axes:
+        w = np.multiply.outer(w, grid.axes[i].node_weights)
+    return w
+
+
+def brute_force_reward(grid, q, policy, transition, gamma):
+    """r = (I - gamma T_MP) q with the dense MP matrix T_MP[x, x'] = T(s'|x) pi(a'|s') w(x')."""
+    t = transition.dense()  # (*grid.shape, *state_shape)
+    n, ns = grid.size, int(np.prod(state_shape(grid)))
+    t = t.reshape(n, ns)
+    # move the joint target index x' = (s', a') into grid order
+    perm = list(grid.state_axes) + list(grid.action_axes)
+    pol = np.transpose(policy, perm).reshape(ns, -1)  # (s', a')
+    w = np.transpose(grid.node_weights(), perm).reshape(ns, -1)
+    t_mp = (t[:, :, None] * (pol * w)[None]).reshape(n, -1)  # columns in (s', a') order
+    np.testing.assert_allclose(t_mp.sum(axis=1), 1.0, atol=1e-13)  # a stochastic matrix
+    q_sa = np.transpose(q, perm).reshape(-1)
+    return (q.reshape(-1) - gamma * t_mp @ q_sa).reshape(grid.shape)
+
+
+GRIDS = {
+    "1s1a-periodic": Grid([-1, -1], [1, 1], [7, 6], roles=["state", "action"]),
+    "1s1a-reflecting": Grid([0, -1], [2, 1], [6, 8], roles=["state", "action"], boundary="reflecting"),
+    "2s1a-periodic": Grid([-1, -1, -1], [1, 1, 1], [5, 4, 3], roles=["state", "state", "action"]),
+    "2s1a-reflecting": Grid([-1, 0, -1], [1, 1, 1], [4, 5, 3], roles=["state", "state", "action"], boundary="reflecting"),
+    "a-s-a-s-mixed-order": Grid([-1] * 4, [1] * 4, [3, 4, 3, 5], roles=["action", "state", "action", "state"]),
+    "3s1a-periodic": Grid([-1] * 4, [1] * 4, [4, 3, 5, 3], roles=["state", "state", "state", "action"]),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# policy
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(GRIDS))
+def test_policy_normalised_over_actions(name, rng):
+    grid = GRIDS[name]
+    psi, _ = smooth_field(grid, rng)
+    pi = boltzmann_policy(grid, psi, beta=3.0)
+    assert pi.shape == grid.shape and np.all(pi > 0)
+    np.testing.assert_allclose(grid.integrate(pi, axes=grid.action_axes), 1.0, atol=1e-13)
+
+
+def test_policy_matches_formula_and_is_stable_for_large_beta(rng):
+    grid = GRIDS["2s1a-periodic"]
+    psi, _ = smooth_field(grid, rng)
+    beta = 2.0
+    e = np.exp(-beta * psi)
+    expected = e / np.expand_dims(grid.integrate(e, axes=[2]), 2)
+    np.testing.assert_allclose(boltzmann_policy(grid, psi, beta), expected, rtol=1e-13)
+    # beta * psi ~ 1e6: the naive formula overflows, log-sum-exp does not
+    pi = boltzmann_policy(grid, 1e5 * psi, beta=50.0)
+    assert np.all(np.isfinite(pi))
+    np.testing.assert_allclose(grid.integrate(pi, axes=[2]), 1.0, atol=1e-12)
+    # the mass concentrates on the arg-min action of each state
+    assert np.array_equal(pi.argmax(axis=2), psi.argmin(axis=2))
+
+
+def test_policy_rejects_bad_input():
+    grid = GRIDS["1s1a-periodic"]
+    with pytest.raises(FpirlInputError):
+        boltzmann_policy(grid, np.zeros((3, 3)), 1.0)
+    with pytest.raises(FpirlInputError):
+        boltzmann_policy(grid, np.zeros(grid.shape), -1.0)
+    bad = np.zeros(grid.shape)
+    bad[0, 0] = np.nan
+    with pytest.raises(FpirlInputError):
+        boltzmann_policy(grid, bad, 1.0)
+    with pytest.raises(FpirlInputError):  # no action axis
+        boltzmann_policy(Grid([0, 0], [1, 1], 4), np.zeros((4, 4)), 1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# transition
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("discretization", ["nodal", "projection"])
+@pytest.mark.parametrize("name", list(GRIDS))
+def test_transition_integrates_to_one(name, discretization, rng):
+    grid = GRIDS[name]
+    _, grad = smooth_field(grid, rng, amp=3.0)
+    for dt, beta in [(0.05, 2.0), (0.3, 0.5), (0.002, 50.0), (2.0, 0.1)]:  # narrow to very wide kernels
+        tr = GaussianTransition(grid, state_grad(grid, grad), beta, dt, discretization)
+        t = tr.dense()
+        ws = weights_over(grid, grid.state_axes)
+        mass = (t * ws).reshape(grid.shape + (-1,)).sum(-1)
+        np.testing.assert_allclose(mass, 1.0, atol=1e-13)
+        assert np.all(t >= 0)
+        np.testing.assert_allclose(tr.expect(np.ones(state_shape(grid))), 1.0, atol=1e-13)
+
+
+@pytest.mark.parametrize("discretization", ["nodal", "projection"])
+def test_transition_means_across_seam_and_walls(discretization):
+    """Drifts that push the mean onto / across the periodic seam and beyond reflecting walls."""
+    for boundary in ["periodic", "reflecting"]:
+        grid = Grid([-1, -1], [1, 1], [16, 3], roles=["state", "action"], boundary=boundary)
+        s = grid.mesh()[..., 0]
+        # mean = s - g dt lands at 1.02 (just beyond the upper end), -1.3 or exactly at -1 for all sources
+        for target in [1.02, -1.3, -1.0]:
+            grad = ((s - target) / 0.1)[None]
+            tr = GaussianTransition(grid, grad, beta=5.0, dt=0.1, discretization=discretization)
+            f = tr.factors[0]
+            w = grid.axes[0].node_weights
+            np.testing.assert_allclose(f @ w, 1.0, atol=1e-13)
+            nodes = grid.axes[0].nodes
+            if boundary == "periodic":  # all rows identical, symmetric about the wrapped mean
+                np.testing.assert_allclose(f, np.broadcast_to(f[:1], f.shape), atol=1e-14)
+                c = np.angle(np.sum(w * f[0] * np.exp(1j * np.pi * nodes))) / np.pi
+                assert abs(np.mod(c - target + 1, 2) - 1) < 1e-10
+            else:  # folded at the wall: the peak sits at the mirror image of the mean
+                folded = -2 - target if target < -1 else (2 - target if target > 1 else target)
+                np.testing.assert_allclose(f, np.broadcast_to(f[:1], f.shape), atol=1e-14)
+                assert f[0].argmax() == np.abs(nodes - folded).argmin()
+                if discretization == "nodal":  # the method of images, two nearest images
+                    sig2 = 2 * 0.1 / 5.0
+                    g = np.exp(-((nodes - target) ** 2) / (2 * sig2))
+                    g += np.exp(-((nodes - (-2 - target)) ** 2) / (2 * sig2))
+                    g += np.exp(-((nodes - (2 - target)) ** 2) / (2 * sig2))
+                    np.testing.assert_allclose(f[0], g / (g @ w), rtol=1e-6, atol=1e-12)
+
+
+def test_transition_moments_match_gaussian():
+    """Far from the walls and for sigma >> h, the discrete kernel has the prescribed mean and variance."""
+    grid = Grid([-1, -1], [1, 1], [400, 2], roles=["state", "action"], boundary="reflecting")
+    s = grid.mesh()[..., 0]
+    grad = (0.7 + 0.5 * s)[None]  # mean s - 0.05 (0.7 + 0.5 s)
+    beta, dt = 4.0, 0.05
+    tr = GaussianTransition(grid, grad, beta, dt)
+    x, w = grid.axes[0].nodes, grid.axes[0].node_weights
+    f = tr.factors[0].reshape(grid.shape + (-1,))
+    inner = np.abs(x) < 0.2  # > 4.9 sigma from the walls: folded tail mass < 1e-6
+    mean = (f * w * x).sum(-1)
+    var = (f * w * x**2).sum(-1) - mean**2
+    np.testing.assert_allclose(mean[inner], (s - grad[0] * dt)[inner], atol=1e-7)
+    np.testing.assert_allclose(var[inner], 2 * dt / beta, rtol=1e-4)
+
+
+def test_projection_kernel_preserves_the_mean_for_narrow_kernels():
+    """sigma << h: nodal sampling collapses onto one node, the hat projection keeps the mean exactly."""
+    grid = Grid([0, -1], [1, 1], [10, 2], roles=["state", "action"], boundary="reflecting")
+    s = grid.mesh()[..., 0]
+    grad = np.full((1,) + grid.shape, -0.037 / 0.01)  # shift the mean by +0.037 (a third of h)
+    tr = GaussianTransition(grid, grad, beta=1e4, dt=0.01, discretization="projection")
+    x, w = grid.axes[0].nodes, grid.axes[0].node_weights
+    f = tr.factors[0].reshape(grid.shape + (-1,))
+    mean = (f * w * x).sum(-1)
+    inner = (s > 0.05) & (s < 0.85)
+    np.testing.assert_allclose(mean[inner], s[inner] + 0.037, atol=1e-12)
+
+
+def test_push_and_expect_agree_with_dense_and_are_adjoint(rng):
+    for name in ["2s1a-reflecting", "a-s-a-s-mixed-order", "3s1a-periodic"]:
+        grid = GRIDS[name]
+        _, grad = smooth_field(grid, rng)
+        tr = GaussianTransition(grid, state_grad(grid, grad), 2.0, 0.05)
+        t = tr.dense().reshape(grid.size, -1)
+        p = rng.random(grid.shape)
+        v = rng.random(state_shape(grid))
+        ws = weights_over(grid, grid.state_axes)
+        pushed = ((p * grid.node_weights()).reshape(-1) @ t).reshape(state_shape(grid))
+        np.testing.assert_allclose(tr.push(p), pushed, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(tr.expect(v), (t @ (v * ws).reshape(-1)).reshape(grid.shape), rtol=1e-13)
+        # <push p, v>_S = <p, expect v>_{S x A}
+        np.testing.assert_allclose(grid.integrate(p * tr.expect(v)), np.sum(ws * tr.push(p) * v), rtol=1e-13)
+
+
+def test_transition_rejects_bad_input():
+    grid = GRIDS["2s1a-periodic"]
+    grad = np.zeros((2,) + grid.shape)
+    with pytest.raises(FpirlInputError):
+        GaussianTransition(grid, grad[:1], 1.0, 0.1)
+    with pytest.raises(FpirlInputError):
+        GaussianTransition(grid, grad, 1.0, 0.0)
+    with pytest.raises(FpirlInputError):
+        GaussianTransition(grid, grad, 1.0, 0.1, discretization="spline")
+    with pytest.raises(FpirlInputError):
+        GaussianTransition(grid, grad, 1.0, 0.1).dense(max_entries=10)
+
+
+# --------------------------------------------------------------------------------------------
+# reward
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("discretization", ["nodal", "projection"])
+@pytest.mark.parametrize("name", list(GRIDS))
+def test_reward_equals_dense_inverse_bellman(name, discretization, rng):
+    grid = GRIDS[name]
+    psi, grad = smooth_field(grid, rng)
+    gamma = 0.9
+    mdp = recover_mdp(grid, psi, state_grad(grid, grad), beta=2.0, dt=0.1, gamma=gamma, discretization=discretization)
+    assert isinstance(mdp, MDP)
+    np.testing.assert_array_equal(mdp.q_value, -psi)
+    expected = brute_force_reward(grid, mdp.q_value, mdp.policy, mdp.transition, gamma)
+    np.testing.assert_allclose(mdp.reward, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_constant_shift_of_psi(rng):
+    """psi -> psi + c: pi and T unchanged, q -> q - c, so R -> R - (1 - gamma) c."""
+    grid = GRIDS["2s1a-reflecting"]
+    psi, grad = smooth_field(grid, rng)
+    c, gamma = 3.7, 0.95
+    a = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, gamma)
+    b = recover_mdp(grid, psi + c, state_grad(grid, grad), 2.0, 0.1, gamma)
+    np.testing.assert_allclose(b.policy, a.policy, rtol=1e-13)
+    for fa, fb in zip(a.transition.factors, b.transition.factors):
+        np.testing.assert_array_equal(fa, fb)
+    np.testing.assert_allclose(b.reward - a.reward, -(1 - gamma) * c, atol=1e-12)
+
+
+def test_reward_default_gamma_and_validation(rng):
+    grid = GRIDS["1s1a-periodic"]
+    psi, grad = smooth_field(grid, rng)
+    mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1)
+    assert mdp.gamma == DEFAULT_GAMMA == 0.99
+    r = inverse_bellman_reward(mdp.q_value, mdp.policy, mdp.transition, grid)
+    np.testing.assert_array_equal(r, mdp.reward)
+    # gamma = 0: R = Q
+    np.testing.assert_array_equal(inverse_bellman_reward(mdp.q_value, mdp.policy, mdp.transition, grid, 0.0), -psi)
+    for gamma in [1.0, -0.1]:
+        with pytest.raises(FpirlInputError):
+            inverse_bellman_reward(mdp.q_value, mdp.policy, mdp.transition, grid, gamma)
+    with pytest.raises(FpirlInputError):
+        inverse_bellman_reward(mdp.q_value, mdp.policy, mdp.transition, grid.with_elements([5, 5]))
+
+
+def test_bellman_roundtrip_recovers_q(rng):
+    """Solving the forward Bellman equation q = r + gamma T_MP q with the recovered r gives back q."""
+    grid = GRIDS["2s1a-periodic"]
+    psi, grad = smooth_field(grid, rng)
+    gamma = 0.8
+    mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, gamma)
+    q = np.zeros(grid.shape)  # fixed-point iteration, a gamma-contraction
+    for _ in range(200):
+        v = grid.integrate(mdp.policy * q, axes=grid.action_axes)
+        q = mdp.reward + gamma * mdp.transition.expect(v)
+    np.testing.assert_allclose(q, mdp.q_value, atol=1e-12)
