@@ -147,25 +147,6 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 _TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "estimator")
 
 
-def _recover_mdp(estimator, dt, gamma):
-    """(MDP, gamma) of a fitted estimator: Q-value, policy and reward via :mod:`fpirl.mdp`.
-
-    Done whenever the grid has state and action axes (``gamma`` defaults to
-    :data:`fpirl.mdp.DEFAULT_GAMMA`); ``(None, None)`` otherwise, unless ``--gamma`` asked for it.
-    """
-    from .mdp import DEFAULT_GAMMA, recover_mdp
-
-    grid = estimator.grid_
-    if not (grid.state_axes and grid.action_axes):
-        if gamma is not None:
-            raise FpirlInputError(
-                f"--gamma needs state and action axes; the data have roles {', '.join(grid.roles)}"
-            )
-        return None, None
-    gamma = DEFAULT_GAMMA if gamma is None else gamma
-    mdp = recover_mdp(grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
-                      estimator.beta_, dt, gamma=gamma)
-    return mdp, gamma
 
 
 def cmd_fit(args) -> int:
@@ -194,7 +175,10 @@ def cmd_fit(args) -> int:
         progress=_progress(args),
     )
     est.fit(snapshots)
-    mdp, gamma = _recover_mdp(est, snapshots.dt, args.gamma)
+    from .workflows import recover_mdp_from_fit
+
+    mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma)
+    gamma = mdp.gamma if mdp is not None else None
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma,
                         extra={"source": str(args.data)})
     write_result(out, ds)
@@ -240,6 +224,66 @@ def cmd_demo(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# simulate
+# --------------------------------------------------------------------------------------------
+def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit'")
+    p.add_argument("--steps", metavar="K", type=_positive_int, required=True, help="number of time steps of dt")
+    p.add_argument("--model", choices=("mdp", "fp"), default="mdp",
+                   help="MDP density map (eq. density_evolution) or the Fokker-Planck PDE (default mdp)")
+    p.add_argument("--initial", metavar="DENSITY.nc",
+                   help="density dataset whose first snapshot is the start (default: uniform states x policy)")
+    p.add_argument("-o", "--output", metavar="SIM.nc", required=True, help="density dataset to write")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_simulate(args) -> int:
+    from .io import grid_from_dataset, read_density, read_result, write_density
+    from .workflows import model_from_result, simulate_model
+
+    out = _output_netcdf(args.output)
+    ds = read_result(args.result)
+    model = model_from_result(ds, grid_from_dataset(ds, "potential"))
+    initial = None
+    if args.initial is not None:
+        start = read_density(args.initial)
+        if start.grid != model.grid:
+            raise FpirlInputError(f"--initial is on {start.grid!r}, the result on {model.grid!r}")
+        initial = start.values[0]
+    sim = simulate_model(model, args.steps, args.model, initial, progress=_progress(args))
+    write_density(out, sim)
+    print(f"fpirl simulate: {args.steps} steps of dt={model.dt:g} with the {args.model} model; wrote {out}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", metavar="DATA.nc", help="observed density dataset")
+    p.add_argument("simulation", metavar="SIM.nc", help="simulated density dataset ('fpirl simulate')")
+    p.add_argument("-o", "--output", metavar="FIG.png", default=None,
+                   help="figure of KL over time (default: SIM_kl.png next to SIM.nc)")
+
+
+def cmd_compare(args) -> int:
+    from .io import read_density
+    from .plotting import plot_kl
+    from .workflows import compare_snapshots
+
+    fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
+    if not fig.parent.is_dir():
+        raise FpirlInputError(f"output directory does not exist: {str(fig.parent)!r}")
+    times, kl = compare_snapshots(read_density(args.data), read_density(args.simulation))
+    print("time\tKL(data || simulation)")
+    for t, k in zip(times, kl):
+        print(f"{t:.6g}\t{k:.6g}")
+    plot_kl(times, kl, fig)
+    print(f"fpirl compare: wrote {fig}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
 # registry
 # --------------------------------------------------------------------------------------------
 #: (name, one-line help, add_arguments, run). Add new subcommands here.
@@ -247,8 +291,9 @@ SUBCOMMANDS = [
     ("fit", "estimate the potential (and MDP) from density snapshots", add_fit_arguments, cmd_fit),
     ("plot", "plot a result file", add_plot_arguments, cmd_plot),
     ("demo", "run the built-in synthetic example end to end", add_demo_arguments, cmd_demo),
-    # ("simulate", ..., add_simulate_arguments, cmd_simulate),
-    # ("compare", ..., add_compare_arguments, cmd_compare),
+    ("simulate", "simulate a fitted model forward (MDP map or FP PDE)", add_simulate_arguments, cmd_simulate),
+    ("compare", "KL divergence over time between observed and simulated densities", add_compare_arguments,
+     cmd_compare),
     # ("benchmark", ..., add_benchmark_arguments, cmd_benchmark),
 ]
 

@@ -1,0 +1,145 @@
+"""End-to-end steps behind the CLI: recover the MDP of a fit, rebuild a model from a result file,
+simulate it forward and compare simulated with observed densities. No I/O here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.interpolate import RegularGridInterpolator
+
+from ._errors import FpirlInputError
+from .density import DensitySnapshots
+from .grid import Grid
+from .hermite import HermiteSpace
+from .mdp import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
+from .metrics import kl_divergence
+from .simulate import mdp_density_map
+
+MODELS = ("mdp", "fp")
+
+
+def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None) -> MDP | None:
+    """The MDP (Q, pi, T, R; paper section 3) of a fitted :class:`~fpirl.identify.PotentialEstimator`.
+
+    Returns ``None`` when the grid lacks state or action axes (then ``gamma`` must be ``None``).
+    """
+    grid = estimator.grid_
+    if not (grid.state_axes and grid.action_axes):
+        if gamma is not None:
+            raise FpirlInputError(f"gamma needs state and action axes; the data have roles {', '.join(grid.roles)}")
+        return None
+    return recover_mdp(
+        grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
+        estimator.beta_, dt, gamma=DEFAULT_GAMMA if gamma is None else gamma,
+    )
+
+
+@dataclass
+class FittedModel:
+    """A potential in a Hermite space on the domain of an FE grid, with ``beta`` and ``dt``."""
+
+    grid: Grid
+    hermite: HermiteSpace
+    coef: np.ndarray
+    beta: float
+    dt: float
+
+    def potential(self, points):
+        return self.hermite.evaluate(self.coef, points)
+
+    def gradient(self, points):
+        return self.hermite.gradient(self.coef, points)
+
+
+def model_from_result(ds, grid: Grid) -> FittedModel:
+    """Rebuild the fitted model of a result dataset (DESIGN section 6) on its FE ``grid``."""
+    if "hermite_coefficients" not in ds:
+        raise FpirlInputError("result has no 'hermite_coefficients' variable")
+    elements = np.asarray(ds.attrs.get("hermite_elements", []), dtype=int).ravel()
+    if elements.size != grid.ndim or np.any(elements < 1):
+        raise FpirlInputError("result attr 'hermite_elements' is missing or inconsistent with the grid")
+    hermite = HermiteSpace.on_grid(grid, elements)
+    coef = np.asarray(ds["hermite_coefficients"].values, dtype=float)
+    if coef.shape != hermite.shape:
+        raise FpirlInputError(f"hermite_coefficients have shape {coef.shape}, expected {hermite.shape}")
+    beta, dt = float(ds.attrs["beta"]), float(ds.attrs.get("dt", np.nan))
+    if not (np.isfinite(beta) and beta > 0):
+        raise FpirlInputError(f"result has an invalid beta ({beta})")
+    if not (np.isfinite(dt) and dt > 0):
+        raise FpirlInputError("result has no valid 'dt' attr; cannot simulate")
+    return FittedModel(grid, hermite, coef, beta, dt)
+
+
+def nodal_interpolant(grid: Grid, values: np.ndarray):
+    """Multilinear interpolant of nodal values (wrapped on periodic grids), a callable of points."""
+    coords, vals = list(grid.coords), np.asarray(values, dtype=float)
+    if grid.periodic:
+        coords = [np.append(c, a.upper) for c, a in zip(coords, grid.axes)]
+        vals = np.pad(vals, [(0, 1)] * grid.ndim, mode="wrap")
+    interp = RegularGridInterpolator(coords, vals, bounds_error=False, fill_value=None)
+
+    def f(points):
+        pts = np.asarray(points, dtype=float)
+        if grid.periodic:
+            pts = grid.lower + np.mod(pts - grid.lower, grid.upper - grid.lower)
+        return np.clip(interp(pts.reshape(-1, grid.ndim)), 0.0, None).reshape(pts.shape[:-1])
+
+    return f
+
+
+def default_initial(model: FittedModel) -> np.ndarray:
+    """The paper's start ``p_0(s, a) = pi(a|s) / |S|`` (uniform states), or uniform without actions."""
+    grid = model.grid
+    if grid.state_axes and grid.action_axes:
+        psi = model.hermite.evaluate_grid(model.coef, grid.coords)
+        p0 = boltzmann_policy(grid, psi, model.beta)
+    else:
+        p0 = np.ones(grid.shape)
+    return p0 / grid.integrate(p0)
+
+
+def simulate_model(model: FittedModel, steps: int, kind: str = "mdp", initial=None, progress=False) -> DensitySnapshots:
+    """Evolve a density ``steps`` snapshots of ``model.dt`` forward.
+
+    ``kind='mdp'``: eq. density_evolution with the recovered pi and T; ``kind='fp'``: the
+    Fokker-Planck equation (eq. fokker_planck_eq) by :func:`fpirl.forward.simulate_density`.
+    """
+    if kind not in MODELS:
+        raise FpirlInputError(f"model must be 'mdp' or 'fp', got {kind!r}")
+    if int(steps) != steps or steps < 1:
+        raise FpirlInputError(f"steps must be a positive integer, got {steps}")
+    grid = model.grid
+    p0 = default_initial(model) if initial is None else np.asarray(initial, dtype=float)
+    if p0.shape != grid.shape:
+        raise FpirlInputError(f"initial density has shape {p0.shape}, the model grid {grid.shape}")
+    if not np.all(np.isfinite(p0)) or np.any(p0 < 0) or not grid.integrate(p0) > 0:
+        raise FpirlInputError("initial density must be finite, non-negative and of positive mass")
+    p0 = p0 / grid.integrate(p0)
+    times = model.dt * np.arange(steps + 1)
+    if kind == "mdp":
+        if not (grid.state_axes and grid.action_axes):
+            raise FpirlInputError("the MDP model needs state and action axes; use --model fp")
+        psi = model.hermite.evaluate_grid(model.coef, grid.coords)
+        grad_s = model.hermite.gradient_grid(model.coef, grid.coords, grid.state_axes)
+        mdp = recover_mdp(grid, psi, grad_s, model.beta, model.dt)
+        values = mdp_density_map(grid, mdp.policy, mdp.transition, p0, steps, progress=progress)
+    else:
+        from .forward import simulate_density
+
+        values = simulate_density(grid, model.potential, model.gradient, model.beta,
+                                  nodal_interpolant(grid, p0), times, progress=progress)
+        values[0] = p0
+    return DensitySnapshots(grid, times, np.clip(values, 0.0, None))
+
+
+def compare_snapshots(data: DensitySnapshots, sim: DensitySnapshots) -> tuple[np.ndarray, np.ndarray]:
+    """``(times, KL(p_data,t || q_t))`` over the snapshots the two series share (same grid, same dt)."""
+    if data.grid != sim.grid:
+        raise FpirlInputError(f"grids differ: data {data.grid!r}, simulation {sim.grid!r}")
+    if not np.isclose(data.dt, sim.dt, rtol=1e-6):
+        raise FpirlInputError(f"time steps differ: data dt={data.dt:g}, simulation dt={sim.dt:g}")
+    n = min(data.n_times, sim.n_times)
+    p = data.normalized().values[:n]
+    q = sim.normalized().values[:n]
+    return data.times[:n] - data.times[0], np.asarray(kl_divergence(p, q, data.grid))
