@@ -1,11 +1,50 @@
-"""fpirl: Fokker-Planck inverse reinforcement learning."""
+"""fpirl: Fokker-Planck inverse reinforcement learning.
+
+The public API is what this module exports (``fpirl.__all__``); the submodules are
+implementation detail and may be reorganised.
+"""
 
 from ._errors import FpirlInputError
+from ._version import __version__
 from .density import DensitySnapshots
+from .forward import FiniteVolumeSolver, SpectralSolver, simulate_density, von_mises_bump
 from .grid import Axis, Grid
 from .hermite import HermiteSpace
 from .identify import PotentialEstimator
+from .io import read_density, read_result, result_dataset, write_density, write_result
+from .mdp import MDP, GaussianTransition, boltzmann_policy, inverse_bellman_reward, recover_mdp
+from .metrics import free_energy, free_energy_mdp, kl_divergence, l2_error, policy_kl, relative_l2_error
+from .simulate import histogram_density, mdp_density_map, sample_sde
 
-from ._version import __version__
-
-__all__ = ["Axis", "DensitySnapshots", "FpirlInputError", "Grid", "HermiteSpace", "PotentialEstimator", "__version__"]
+__all__ = [
+    "Axis",
+    "DensitySnapshots",
+    "FiniteVolumeSolver",
+    "FpirlInputError",
+    "GaussianTransition",
+    "Grid",
+    "HermiteSpace",
+    "MDP",
+    "PotentialEstimator",
+    "SpectralSolver",
+    "__version__",
+    "boltzmann_policy",
+    "free_energy",
+    "free_energy_mdp",
+    "histogram_density",
+    "inverse_bellman_reward",
+    "kl_divergence",
+    "l2_error",
+    "mdp_density_map",
+    "policy_kl",
+    "read_density",
+    "read_result",
+    "recover_mdp",
+    "relative_l2_error",
+    "result_dataset",
+    "sample_sde",
+    "simulate_density",
+    "von_mises_bump",
+    "write_density",
+    "write_result",
+]
