@@ -1,0 +1,83 @@
+"""Speed and memory of the VSI fit (issue: core engine).
+
+Run:  .venv/bin/python benchmarks/bench_fit.py [--quick]
+
+Cases (each in a fresh subprocess so that peak RSS is its own):
+* 4-D, 15 elements per axis (15^4 nodes), 4 Hermite elements per axis (4,096 coefficients), 50 snapshots
+* 3-D, 50^3 nodes, 8 Hermite elements per axis (4,096 coefficients), 50 snapshots
+* the dense column-by-column reference assembly vs the sum-factorised one at a small size
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def smooth_snapshots(d, elements, n_times, seed=0):
+    from fpirl import DensitySnapshots, Grid
+
+    rng = np.random.default_rng(seed)
+    grid = Grid([-1.0] * d, [1.0] * d, elements)
+    mesh = grid.mesh()
+    k = rng.integers(-2, 3, size=(6, d))
+    phase = rng.uniform(0, 2 * np.pi, 6)
+    base = 1.5 + sum(0.2 * np.cos(np.pi * mesh @ kk + ph) for kk, ph in zip(k, phase))
+    t = np.linspace(0, 1, n_times)[:, None]
+    values = base[None] * (1 + 0.1 * np.sin(3 * t).reshape((-1,) + (1,) * d) * np.cos(np.pi * mesh[..., 0])[None])
+    return DensitySnapshots(grid, np.arange(n_times) * 0.02, values)
+
+
+def run_case(name):
+    from fpirl import HermiteSpace, PotentialEstimator
+    from fpirl._reference import reference_normal_equations
+    from fpirl.assembly import assemble_normal_equations
+
+    if name == "fit4d":
+        s = smooth_snapshots(4, 15, 50)
+        t0 = time.perf_counter()
+        PotentialEstimator(hermite_elements=4, beta=5.0).fit(s)
+        out = {"seconds": time.perf_counter() - t0, "n_coef": 8**4, "nodes": 15**4}
+    elif name == "fit3d":
+        s = smooth_snapshots(3, 50, 50)
+        t0 = time.perf_counter()
+        PotentialEstimator(hermite_elements=8, beta=5.0).fit(s)
+        out = {"seconds": time.perf_counter() - t0, "n_coef": 16**3, "nodes": 50**3}
+    elif name.startswith("reference"):
+        d, N, nh, K = {"reference": (3, 8, 2, 10), "reference2d": (2, 24, 4, 20)}[name]
+        s = smooth_snapshots(d, N, K)
+        H = HermiteSpace.on_grid(s.grid, nh)
+        t0 = time.perf_counter()
+        ref = reference_normal_equations(s, H)
+        t_ref = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fast = assemble_normal_equations(s, H)
+        t_fast = time.perf_counter() - t0
+        err = float(np.abs(ref.xtx - fast.xtx).max() / np.abs(ref.xtx).max())
+        out = {"reference_s": t_ref, "fast_s": t_fast, "speedup": t_ref / t_fast, "max_rel_diff": err,
+               "d": d, "elements": N, "hermite": nh, "snapshots": K}
+    else:
+        raise SystemExit(f"unknown case {name}")
+    out["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(json.dumps(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case")
+    ap.add_argument("--quick", action="store_true", help="only the reference comparison")
+    args = ap.parse_args()
+    if args.case:
+        return run_case(args.case)
+    cases = ["reference", "reference2d"] + ([] if args.quick else ["fit4d", "fit3d"])
+    for c in cases:
+        res = subprocess.run([sys.executable, __file__, "--case", c], capture_output=True, text=True, check=True)
+        print(c, res.stdout.strip().splitlines()[-1], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,255 @@
+"""Scharfetter-Gummel finite-volume solver of eq. fokker_planck_eq with no-flux walls."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.interpolate import make_interp_spline
+from scipy.sparse.linalg import expm_multiply, splu
+
+from .._errors import FpirlInputError
+from ._common import _ForwardSolver, _bounds, _check_beta, _per_axis
+
+def _bernoulli(x: np.ndarray) -> np.ndarray:
+    """``B(x) = x / (exp(x) - 1)`` without overflow (``B(0) = 1``)."""
+    x = np.asarray(x, dtype=float)
+    out = np.empty_like(x)
+    small = np.abs(x) < 1e-10
+    pos = x >= 1e-10
+    neg = x <= -1e-10
+    out[small] = 1.0 - 0.5 * x[small]
+    xp = x[pos]
+    out[pos] = xp * np.exp(-xp) / -np.expm1(-xp)
+    xn = x[neg]
+    out[neg] = xn / np.expm1(xn)
+    return out
+
+
+def _talbot_rule(n: int = 28) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``z_k`` and weights ``w_k`` (upper half plane, conjugate pairs folded in) with
+    ``exp(x) ~ sum_k Re(w_k / (z_k - x))`` uniformly for ``x <= 0``.
+
+    Trapezoidal rule on the cotangent contour ``z(t) = n(-0.6122 + 0.5017 t cot(0.6407 t) +
+    0.2645 i t)`` of Trefethen, Weideman & Schmelzer (BIT 46, 2006), error ~3.9^-n (8.8e-15 at
+    ``n = 28``, measured on ``[-1e6, 0]``). Weights are rescaled so that the rule is exact at
+    ``x = 0`` (exact mass conservation).
+    """
+    theta = np.pi * (np.arange(n // 2) + 0.5) * 2.0 / n  # upper half: theta in (0, pi)
+    a, b, c, d = -0.6122, 0.5017, 0.6407, 0.2645
+    z = n * (a + b * theta / np.tan(c * theta) + 1j * d * theta)
+    dz = n * (b / np.tan(c * theta) - b * c * theta / np.sin(c * theta) ** 2 + 1j * d)
+    w = 2.0 * np.exp(z) * dz / (1j * n)  # factor 2: conjugate partner
+    w /= np.sum(w / z).real
+    return z, w
+
+
+_TALBOT = _talbot_rule()
+
+
+def _factorise(matrix: sp.spmatrix):
+    """Sparse LU of ``z I - tau L`` for a Talbot node ``z`` (``Im z > 0``), without pivoting.
+
+    ``L`` is diagonally similar to a symmetric negative semi-definite matrix, so ``z I - tau L``
+    is a diagonal similarity transform of a complex symmetric matrix whose imaginary part
+    ``Im(z) I`` is definite: every leading block is non-singular and every pivot has imaginary
+    part ``>= Im(z)``, so elimination without pivoting exists (and a diagonal similarity leaves
+    the pivots unchanged). Results agree with ``expm_multiply`` to ~1e-13 relative in the tests,
+    also with strong drift. Threshold pivoting destroys the symmetric fill-reducing ordering
+    (factorisations were 15-35x slower with it on 2-D grids).
+    """
+    return splu(
+        matrix.tocsc(),
+        permc_spec="MMD_AT_PLUS_A",
+        diag_pivot_thresh=0.0,
+        options={"SymmetricMode": True},
+    )
+
+
+def _spline_matrix(nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Matrix mapping nodal values to the cubic (not-a-knot) interpolating spline at ``x``."""
+    m = nodes.size
+    spline = make_interp_spline(nodes, np.eye(m), k=min(3, m - 1), axis=0)
+    return np.asarray(spline(np.asarray(x, dtype=float)))
+
+
+# --------------------------------------------------------------------------------------------
+# common base
+# --------------------------------------------------------------------------------------------
+class FiniteVolumeSolver(_ForwardSolver):
+    r"""Scharfetter-Gummel finite-volume solver of eq. ``fokker_planck_eq`` with no-flux walls.
+
+    Solves :math:`\partial_t p = -\nabla\cdot J`, :math:`J = -(p\nabla\psi + \beta^{-1}\nabla p)`,
+    with :math:`J\cdot n = 0` on the walls of the box.
+
+    *Space.* Vertex-centred: ``M_i`` uniform nodes per axis including both walls,
+    ``x_j = lower + j h``, ``h = L / (M - 1)``; the control volume of a node is its dual cell
+    (half cells at the walls). The flux through the face between neighbours ``l`` and ``r``
+    along one axis is the Scharfetter-Gummel (exponential fitting) flux, exact for a
+    linear ``psi`` on the edge:
+
+    .. math::
+
+        J_{l\to r} = \frac{1}{\beta h}\left[B(\Delta)\,p_l - B(-\Delta)\,p_r\right],\qquad
+        \Delta = \beta(\psi_r - \psi_l),\quad B(x) = \frac{x}{e^x - 1}.
+
+    Wall faces carry no flux. The resulting generator ``L`` (``dp/dt = L p``) has non-negative
+    off-diagonal entries (positivity), volume-weighted column sums equal to zero (exact mass
+    conservation) and ``exp(-beta psi)`` at the nodes as its exact discrete equilibrium. The
+    scheme is second order in ``h`` (:attr:`order`).
+
+    *Time.* Exact up to a uniform ~1e-14 approximation of the exponential:
+    ``p(t_{k+1}) = exp(L (t_{k+1} - t_k)) p(t_k)``; there is no time-stepping error. ``L`` is
+    similar to a symmetric negative semi-definite matrix (detailed balance with respect to
+    ``exp(-beta psi)``), so its spectrum lies on ``(-inf, 0]``. Two ways to apply the exponential:
+
+    * ``'rational'``: Talbot contour quadrature (Trefethen, Weideman & Schmelzer, BIT 2006),
+      ``exp(A) v ~ sum_k w_k (z_k I - A)^{-1} v`` with 28 nodes (14 complex sparse LU
+      factorisations, reused for every output interval of the same length); error below 1e-14
+      uniformly on ``(-inf, 0]`` and a cost independent of ``||L|| dt``. The weights are scaled so
+      that ``r(0) = 1`` exactly, hence mass is conserved to rounding.
+    * ``'expm'``: :func:`scipy.sparse.linalg.expm_multiply` (scaled truncated Taylor series,
+      double-precision tolerance); cost grows with ``||L|| dt ~ 4 d dt / (beta h^2)``.
+
+    ``'auto'`` (default) picks ``'rational'`` in 1-D and in 2-D up to 70 000 nodes (the 14 LU
+    factors then take a few hundred MB) and ``'expm'`` otherwise: SuperLU factorisations of 3-D
+    and 4-D stencils are slow (seconds already at 17^3 nodes), while their coarser grids keep
+    ``||L|| dt`` small. Measured on 161^2 nodes, ``beta = 5``: two intervals ``dt = 0.5`` took
+    1.7 s rational vs 23 s expm; the two agree to 1e-12 relative.
+
+    Positivity: ``exp(t L)`` maps non-negative data to non-negative data exactly (``L`` is a
+    Metzler matrix); the ~1e-14 error of the exponential's evaluation can leave negatives of
+    that size relative to ``max p`` where the density is essentially zero.
+
+    Parameters
+    ----------
+    lower, upper : array_like, shape (d,)
+        The box (walls).
+    points : int or sequence of int
+        Nodes per axis ``M_i`` including both walls (at least 3).
+    potential : callable
+        ``potential(points)`` with points of shape ``(..., d)`` returns ``psi``, shape ``(...)``.
+    beta : float
+        Inverse temperature (> 0).
+    method : {'auto', 'rational', 'expm'}
+        How ``exp(L dt) p`` is applied (see above).
+
+    Attributes
+    ----------
+    order, space_order : int
+        Spatial order (2); ``time_order`` is ``inf`` (exact in time).
+    generator : scipy.sparse.csr_matrix
+        ``L``, shape ``(n, n)`` with ``n = prod(M_i)`` in C order over the axes.
+    volumes : ndarray, shape ``shape``
+        Control-volume measures (the tensor trapezoidal weights).
+    """
+
+    order = 2
+    space_order = 2
+    time_order = math.inf  # exact exponential in time
+
+    def __init__(self, lower, upper, points, potential: Callable, beta, *, method: str = "auto"):
+        self.lower, self.upper = _bounds(lower, upper)
+        d = self.lower.size
+        self.points = _per_axis(points, d, 3, "points")
+        self.beta = _check_beta(beta)
+        self.coords = [np.linspace(lo, hi, m) for lo, hi, m in zip(self.lower, self.upper, self.points)]
+        self.spacing = (self.upper - self.lower) / (np.array(self.points) - 1)
+        self._weights = []
+        for m, h in zip(self.points, self.spacing):
+            w = np.full(m, h)
+            w[[0, -1]] *= 0.5
+            self._weights.append(w)
+        vol = np.ones(())
+        for w in self._weights:
+            vol = np.multiply.outer(vol, w)
+        self.volumes = vol
+
+        psi = np.asarray(potential(self.mesh()), dtype=float)
+        if psi.shape != self.shape:
+            raise FpirlInputError(f"potential returned shape {psi.shape}, expected {self.shape}")
+        if not np.all(np.isfinite(psi)):
+            raise FpirlInputError("potential returned NaN or infinite values")
+        self.psi = psi
+        self.generator = self._assemble()
+        self._trace = float(self.generator.diagonal().sum())
+        if method == "auto":
+            method = "rational" if self.ndim == 1 or (self.ndim == 2 and self.generator.shape[0] <= 70_000) else "expm"
+        if method not in ("rational", "expm"):
+            raise FpirlInputError(f"method must be 'auto', 'rational' or 'expm', got {method!r}")
+        self.method = method
+        self._factors: tuple[float, list] | None = None
+
+    def _assemble(self) -> sp.csr_matrix:
+        n = int(np.prod(self.shape))
+        index = np.arange(n).reshape(self.shape)
+        rows, cols, data = [], [], []
+        for a in range(self.ndim):
+            left = [slice(None)] * self.ndim
+            right = [slice(None)] * self.ndim
+            left[a], right[a] = slice(0, -1), slice(1, None)
+            left, right = tuple(left), tuple(right)
+            shape_w = [1] * self.ndim
+            shape_w[a] = -1
+            area = (self.volumes / self._weights[a].reshape(shape_w))[left]  # prod_{b != a} w_b
+            delta = self.beta * (self.psi[right] - self.psi[left])
+            coef = area / (self.beta * self.spacing[a])
+            fwd = (coef * _bernoulli(delta)).ravel()  # rate l -> r (mass per unit density at l)
+            bwd = (coef * _bernoulli(-delta)).ravel()  # rate r -> l
+            il, ir = index[left].ravel(), index[right].ravel()
+            rows += [ir, il, il, ir]
+            cols += [il, il, ir, ir]
+            data += [fwd, -fwd, bwd, -bwd]
+        mass_gen = sp.csr_matrix(
+            (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n, n)
+        )  # duplicates are summed
+        return sp.csr_matrix(sp.diags(1.0 / self.volumes.ravel()) @ mass_gen)
+
+    def equilibrium(self) -> np.ndarray:
+        """The exact discrete equilibrium ``exp(-beta psi)`` at the nodes, unit mass."""
+        q = np.exp(-self.beta * (self.psi - self.psi.min()))
+        return q / float(self.mass(q))
+
+    def _advance(self, state, interval):
+        v = state.ravel()
+        if self.method == "expm":
+            out = expm_multiply(self.generator * interval, v, traceA=self._trace * interval)
+            return np.asarray(out).reshape(self.shape)
+        if self._factors is None or self._factors[0] != interval:
+            self._factors = None  # release the previous factorisations first
+            n = v.size
+            a = (self.generator * interval).astype(complex).tocsc()
+            eye = sp.identity(n, dtype=complex, format="csc")
+            self._factors = (
+                interval,
+                [(w, _factorise(z * eye - a)) for z, w in zip(*_TALBOT)],
+            )
+        out = np.zeros(v.size)
+        vc = v.astype(complex)
+        for w, lu in self._factors[1]:
+            out += (w * lu.solve(vc)).real
+        return out.reshape(self.shape)
+
+    def evaluation_matrices(self, coords):
+        """Per-axis matrices of the tensor-product cubic (not-a-knot) spline through the nodes.
+
+        Coordinates must lie in ``[lower, upper]``. The interpolation error, O(h^4), is far
+        below the solver's O(h^2) error; at the solver's own nodes it is exact.
+        """
+        if len(coords) != self.ndim:
+            raise FpirlInputError(f"need {self.ndim} coordinate arrays, got {len(coords)}")
+        mats = []
+        for c, x, lo, hi in zip(coords, self.coords, self.lower, self.upper):
+            c = np.ravel(np.asarray(c, dtype=float))
+            tol = 1e-12 * (hi - lo)
+            if np.any(c < lo - tol) or np.any(c > hi + tol):
+                raise FpirlInputError(f"coordinates outside [{lo:g}, {hi:g}] cannot be evaluated")
+            mats.append(_spline_matrix(x, np.clip(c, lo, hi)))
+        return mats
+
+
+# --------------------------------------------------------------------------------------------
+# convenience
+# --------------------------------------------------------------------------------------------
