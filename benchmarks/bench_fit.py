@@ -48,7 +48,8 @@ def run_case(name):
         PotentialEstimator(hermite_elements=8, beta=5.0).fit(s)
         out = {"seconds": time.perf_counter() - t0, "n_coef": 16**3, "nodes": 50**3}
     elif name.startswith("reference"):
-        d, N, nh, K = {"reference": (3, 8, 2, 10), "reference2d": (2, 24, 4, 20)}[name]
+        d, N, nh, K = {"reference": (3, 8, 2, 10), "reference2d": (2, 24, 4, 20),
+                       "reference3d": (3, 12, 3, 20)}[name]
         s = smooth_snapshots(d, N, K)
         H = HermiteSpace.on_grid(s.grid, nh)
         t0 = time.perf_counter()
@@ -73,7 +74,7 @@ def main():
     args = ap.parse_args()
     if args.case:
         return run_case(args.case)
-    cases = ["reference", "reference2d"] + ([] if args.quick else ["fit4d", "fit3d"])
+    cases = ["reference", "reference2d"] + ([] if args.quick else ["reference3d", "fit4d", "fit3d"])
     for c in cases:
         res = subprocess.run([sys.executable, __file__, "--case", c], capture_output=True, text=True, check=True)
         print(c, res.stdout.strip().splitlines()[-1], flush=True)
