@@ -8,7 +8,7 @@ import pytest
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.identify import DEFAULT_RIDGE
 
-from _problems import Problem
+from fpirl.problems.synthetic import Problem
 
 
 def observed_order(Ns, errors):

@@ -10,7 +10,7 @@ from fpirl.metrics import kl_divergence
 from fpirl.io import read_density, result_dataset, write_density, write_result
 from fpirl.workflows import compare_snapshots, model_from_result, recover_mdp_from_fit, simulate_model
 
-from _problems import Problem
+from fpirl.problems.synthetic import Problem
 from test_cli import _assert_input_error, run_cli
 
 

@@ -84,20 +84,14 @@ def nested_grid_image(values, grid: Grid, gap: int = 1) -> np.ndarray:
         raise FpirlInputError(f"values have shape {values.shape}, expected {grid.shape}")
     outer, inner = nested_grid_layout(grid)
     v = np.transpose(values, outer + inner)
-    n0, n1 = v.shape[:2]
     if len(inner) == 1:
         v = v[..., None]  # inner sub-grid: n_k columns x 1 row
-    nk, nl = v.shape[2:]
-    col_gap = gap
+    n0, n1, nk, nl = v.shape
     row_gap = gap if nl > 1 else 0
-    width = n0 * nk + (n0 - 1) * col_gap
-    height = n1 * nl + (n1 - 1) * row_gap
-    image = np.full((height, width), np.nan)
-    for i in range(n0):
-        c0 = i * (nk + col_gap)
-        for j in range(n1):
-            r0 = j * (nl + row_gap)
-            image[r0 : r0 + nl, c0 : c0 + nk] = v[i, j].T
+    # pad every inner block with its gap, lay blocks out as (rows: n1 x (nl + gap), cols: n0 x (nk + gap))
+    padded = np.pad(v, [(0, 0), (0, 0), (0, gap), (0, row_gap)], constant_values=np.nan)
+    image = padded.transpose(1, 3, 0, 2).reshape(n1 * (nl + row_gap), n0 * (nk + gap))
+    image = image[: image.shape[0] - row_gap, : image.shape[1] - gap]
     return image
 
 

@@ -598,24 +598,16 @@ def _nested_figure(grid: Grid, panels, path: Path, suptitle: str, cmap="viridis"
     from matplotlib.figure import Figure
 
     from ..io import atomic_path
-    from ..plotting import nested_grid_image, nested_grid_layout
+    from ..plotting import _draw_field
 
     ncols = len(panels) if ncols is None else ncols
     nrows = int(np.ceil(len(panels) / ncols))
-    fig = Figure(figsize=(4.6 * ncols, 4.0 * nrows), layout="constrained")
+    fig = Figure(figsize=(5.2 * ncols, 4.4 * nrows), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
     vals = np.concatenate([np.ravel(v) for _, v in panels])
-    kw = {"vmin": float(np.nanmin(vals)), "vmax": float(np.nanmax(vals))} if shared else {}
-    outer, inner = nested_grid_layout(grid)
+    vlim = (float(np.nanmin(vals)), float(np.nanmax(vals))) if shared else None
     for ax, (title, values) in zip(axes, panels):
-        im = ax.imshow(nested_grid_image(values, grid), origin="lower", cmap=cmap, interpolation="nearest",
-                       aspect="equal", **kw)
-        ax.set_title(title, fontsize=9)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.set_xlabel(f"{grid.names[outer[0]]} (outer) | inner {grid.names[inner[0]]}", fontsize=8)
-        ax.set_ylabel(f"{grid.names[outer[1]]} (outer) | inner {grid.names[inner[-1]]}", fontsize=8)
-        fig.colorbar(im, ax=ax, shrink=0.8)
+        _draw_field(fig, ax, grid, values, title, cmap=cmap, vlim=vlim)
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(suptitle, fontsize=10)

@@ -1,9 +1,16 @@
-"""Shared synthetic test problems: a known psi in the Hermite space and solver-made data."""
+"""Known-potential problems for validating the inference: psi in a Hermite space, data from the
+independent forward solver (:mod:`fpirl.forward`) brought onto any FE grid.
+
+Used by the tests and by ``benchmarks/bench_recovery.py``; also handy to check a set-up (grid,
+Hermite resolution, snapshot spacing) before running it on real data.
+"""
 
 import numpy as np
 
-from fpirl import DensitySnapshots, Grid, HermiteSpace
-from fpirl.forward import FiniteVolumeSolver, SpectralSolver, von_mises_bump
+from ..density import DensitySnapshots
+from ..forward import FiniteVolumeSolver, SpectralSolver, von_mises_bump
+from ..grid import Grid
+from ..hermite import HermiteSpace
 
 
 def smooth_function(d, periodic):
