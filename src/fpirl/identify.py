@@ -130,6 +130,12 @@ class PotentialEstimator:
             snapshots = snapshots.normalized()
         grid = snapshots.grid
         hermite = HermiteSpace.on_grid(grid, self.hermite_elements)
+        if grid.size < hermite.n_coef:
+            warnings.warn(
+                f"the FE grid has {grid.size} nodes but psi has {hermite.n_coef} Hermite coefficients: "
+                "psi is underdetermined and shaped by the ridge; refine the grid or use fewer Hermite elements",
+                RuntimeWarning, stacklevel=2,
+            )
         ne = normal_equations
         if ne is None:
             ne = assemble_normal_equations(
