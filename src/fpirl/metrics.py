@@ -11,7 +11,7 @@ import numpy as np
 
 from ._errors import FpirlInputError
 from .grid import Grid
-from .mdp import _positive, _state_weights, state_shape
+from ._nodal import _positive, _state_weights, state_shape
 
 __all__ = ["free_energy", "free_energy_mdp", "kl_divergence", "l2_error", "policy_kl", "relative_l2_error"]
 

@@ -15,7 +15,8 @@ import numpy as np
 
 from ._errors import FpirlInputError
 from .grid import Grid
-from .mdp import GaussianTransition, _expand_state, _nodal, _positive, _state_weights, state_shape
+from ._nodal import _expand_state, _nodal, _positive, _state_weights, state_shape
+from .transition import GaussianTransition
 
 __all__ = ["histogram_density", "mdp_density_map", "sample_sde"]
 

@@ -1,0 +1,89 @@
+"""Nodal-array helpers shared by the MDP, transition, simulation and metrics modules."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from ._errors import FpirlInputError
+from .grid import Grid
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers shared with simulate.py / metrics.py
+# --------------------------------------------------------------------------------------------
+def state_shape(grid: Grid) -> tuple[int, ...]:
+    """Shape of a nodal function of the state only (state axes in grid order)."""
+    return tuple(grid.shape[i] for i in grid.state_axes)
+
+
+def _expand_state(grid: Grid, values: np.ndarray) -> np.ndarray:
+    """Insert size-1 action axes into ``(*lead, *state_shape)`` so it broadcasts to ``grid.shape``."""
+    lead = values.ndim - len(grid.state_axes)
+    for i in grid.action_axes:  # ascending, so earlier insertions sit at lower positions
+        values = np.expand_dims(values, lead + i)
+    return values
+
+
+def _state_weights(grid: Grid) -> np.ndarray:
+    """Tensor-product trapezoid weights over the state axes, shape ``state_shape(grid)``."""
+    w = np.ones(())
+    for i in grid.state_axes:
+        w = np.multiply.outer(w, grid.axes[i].node_weights)
+    return w
+
+
+def _nodal(grid: Grid, values, name: str, lead: int = 0, shape=None) -> np.ndarray:
+    values = np.asarray(values, dtype=float)
+    shape = grid.shape if shape is None else shape
+    if values.ndim != lead + len(shape) or values.shape[lead:] != tuple(shape):
+        want = ("(...,) " if lead else "") + str(tuple(shape))
+        raise FpirlInputError(f"{name} has shape {values.shape}, expected {want} for {grid!r}")
+    if not np.all(np.isfinite(values)):
+        raise FpirlInputError(f"{name} contains NaN or infinite values")
+    return values
+
+
+def _positive(value, name: str) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"{name} must be a positive number, got {value!r}") from None
+    if not (np.isfinite(value) and value > 0):
+        raise FpirlInputError(f"{name} must be a positive finite number, got {value}")
+    return value
+
+
+def _check_gamma(gamma) -> float:
+    gamma = float(gamma)
+    if not (0.0 <= gamma < 1.0):
+        raise FpirlInputError(f"discount factor gamma must lie in [0, 1), got {gamma}")
+    return gamma
+
+
+def _require_axes(grid: Grid):
+    if not grid.state_axes:
+        raise FpirlInputError(f"the grid has no state axis: {grid!r}")
+    if not grid.action_axes:
+        raise FpirlInputError(f"the grid has no action axis: {grid!r}")
+
+
+def state_marginal(grid: Grid, p) -> np.ndarray:
+    """State marginal ``rho(s) = int_A p(s, a) da`` of nodal joint densities.
+
+    Parameters
+    ----------
+    grid : Grid
+    p : array_like, shape (..., *grid.shape)
+
+    Returns
+    -------
+    ndarray, shape (..., *state_shape(grid))
+    """
+    p = np.asarray(p, dtype=float)
+    return grid.integrate(p, axes=grid.action_axes)
+
+
+# --------------------------------------------------------------------------------------------
+# policy
+# --------------------------------------------------------------------------------------------
