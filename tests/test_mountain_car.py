@@ -49,7 +49,7 @@ def test_soft_q_satisfies_bellman_at_nodes(soft_q):
     i, j, k = (rng.integers(0, n, 50) for n in mq.q.shape)
     x, v, a = mq.position[i], mq.velocity[j], mq.action[k]
     x1, v1, term, r = mountain_car_step(x, v, a)
-    from fpirl.problems.mountain_car import _bilinear
+    from fpirl.problems.mountain_car_rl import _bilinear
 
     idx, w = _bilinear(mq.position, mq.velocity, x1, v1)
     v_next = np.sum(w * mq.v.ravel()[idx], axis=1)
