@@ -99,6 +99,13 @@ def test_fit_in_process_options(valid_data, tmp_path, capsys):
     assert ds.attrs["solver_beta_estimated"] == 1
 
 
+def test_fit_with_gcv_ridge(valid_data, tmp_path, capsys):
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(valid_data), "-o", str(out), "--beta", "4", "--ridge", "gcv", "--no-progress"]) == 0
+    ds = read_result(out)
+    assert ds.attrs["solver_ridge_selection"] == "gcv" and ds.attrs["solver_ridge_relative"] > 0
+
+
 def test_help_and_registry(capsys):
     assert main(["--help"]) == 0
     text = capsys.readouterr().out

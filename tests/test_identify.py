@@ -127,3 +127,29 @@ def test_bad_parameters(problem2d, kwargs, match):
 def test_unfitted_estimator_raises():
     with pytest.raises(RuntimeError, match="not fitted"):
         PotentialEstimator(beta=1.0).potential_on_grid()
+
+
+def test_gcv_ridge_is_near_the_best_on_noisy_data(problem2d):
+    rng = np.random.default_rng(7)
+    s = problem2d.snapshots(32)
+    noisy = DensitySnapshots(s.grid, s.times, np.clip(s.values * (1 + 0.05 * rng.standard_normal(s.values.shape)), 0, None))
+    gcv = PotentialEstimator(hermite_elements=3, beta=4.0, ridge="gcv").fit(noisy)
+    ne = gcv.normal_equations_
+    errors = {r: problem2d.errors(PotentialEstimator(hermite_elements=3, beta=4.0, ridge=r).fit(noisy, ne))[0]
+              for r in gcv.gcv_["ridge"]}
+    e_gcv = problem2d.errors(gcv)[0]
+    assert e_gcv <= 1.25 * min(errors.values())
+    assert e_gcv < errors[min(errors, key=lambda r: abs(np.log(r / DEFAULT_RIDGE)))]  # beats the default here
+    assert gcv.settings_["ridge_selection"] == "gcv"
+    assert np.all(np.diff(gcv.gcv_["dof"]) <= 1e-9)  # more smoothing, fewer effective parameters
+    # on clean data GCV costs (almost) nothing
+    clean = PotentialEstimator(hermite_elements=3, beta=4.0, ridge="gcv").fit(s)
+    assert problem2d.errors(clean)[0] <= 1.05 * problem2d.errors(PotentialEstimator(hermite_elements=3, beta=4.0).fit(s))[0]
+    # and with beta estimated
+    est = PotentialEstimator(hermite_elements=3, estimate_beta=True, ridge="gcv").fit(s)
+    assert est.beta_ == pytest.approx(4.0, rel=0.02)
+
+
+def test_ridge_string_must_be_gcv(problem2d):
+    with pytest.raises(FpirlInputError, match="gcv"):
+        PotentialEstimator(hermite_elements=3, beta=4.0, ridge="auto").fit(problem2d.snapshots(8))

@@ -75,6 +75,10 @@ def _nonnegative_float(text: str) -> float:
     return value
 
 
+def _ridge(text: str):
+    return "gcv" if text.strip().lower() == "gcv" else _nonnegative_float(text)
+
+
 def _discount(text: str) -> float:
     try:
         value = float(text)
@@ -124,8 +128,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     beta.add_argument("--estimate-beta", action="store_true", help="estimate beta jointly with psi")
     from .identify import DEFAULT_RIDGE
 
-    p.add_argument("--ridge", metavar="R", type=_nonnegative_float, default=None,
-                   help=f"relative Tikhonov weight on int |grad psi|^2 (default {DEFAULT_RIDGE:g})")
+    p.add_argument("--ridge", metavar="R|gcv", type=_ridge, default=None,
+                   help=f"relative Tikhonov weight on int |grad psi|^2 (default {DEFAULT_RIDGE:g}), or 'gcv' to "
+                   "choose it by generalized cross-validation (noisy data, coarse grids)")
     p.add_argument("--gamma", metavar="G", type=_discount, default=None,
                    help="discount factor in [0, 1) for the reward (default 0.99); Q-value, policy and "
                    "reward are recovered whenever the data have state and action axes")
