@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from fpirl.grid import Grid
+from fpirl.problems.synthetic import random_periodic_potential
 from fpirl.mdp import GaussianTransition, boltzmann_policy, inverse_bellman_reward, state_shape
 from fpirl.simulate import mdp_density_map
 
@@ -34,26 +35,11 @@ CASES = {
 }
 
 
-def smooth_potential(grid: Grid, rng, n_modes: int = 4):
-    """Sum of a few random cosines (periodic on the box) and its exact gradient."""
-    x = grid.mesh()
-    psi = np.zeros(grid.shape)
-    grad = np.zeros((grid.ndim,) + grid.shape)
-    lengths = grid.upper - grid.lower
-    for _ in range(n_modes):
-        k = rng.integers(-2, 3, size=grid.ndim) * 2 * np.pi / lengths
-        c, phase = rng.normal(), rng.uniform(0, 2 * np.pi)
-        arg = x @ k + phase
-        psi += c * np.cos(arg)
-        grad -= c * np.sin(arg)[None] * k.reshape((-1,) + (1,) * grid.ndim)
-    return psi, grad
-
-
 def run(case: str, beta: float, dt: float, steps: int, discretization: str, method: str = "auto", seed: int = 0) -> dict:
     spec = CASES[case]
     d = len(spec["elements"])
     grid = Grid([-1] * d, [1] * d, spec["elements"], roles=spec["roles"])
-    psi, grad = smooth_potential(grid, np.random.default_rng(seed))
+    psi, grad = random_periodic_potential(grid, np.random.default_rng(seed), n_modes=4)
     grad_s = grad[list(grid.state_axes)]
 
     t0 = time.perf_counter()

@@ -5,6 +5,7 @@ import pytest
 
 from fpirl import FpirlInputError
 from fpirl.grid import Grid
+from fpirl.problems.synthetic import random_periodic_potential
 from fpirl.mdp import (
     DEFAULT_GAMMA,
     MDP,
@@ -19,22 +20,6 @@ from fpirl.mdp import (
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def smooth_field(grid, rng, n_modes=3, amp=1.0):
-    """Random smooth periodic potential (sum of cosines) and its gradient on the nodes."""
-    x = grid.mesh()
-    psi = np.zeros(grid.shape)
-    grad = np.zeros((grid.ndim,) + grid.shape)
-    lengths = grid.upper - grid.lower
-    for _ in range(n_modes):
-        k = rng.integers(-2, 3, size=grid.ndim) * 2 * np.pi / lengths
-        phase = rng.uniform(0, 2 * np.pi)
-        c = amp * rng.normal()
-        arg = x @ k + phase
-        psi += c * np.cos(arg)
-        grad += -c * np.sin(arg)[None] * k.reshape((-1,) + (1,) * grid.ndim)
-    return psi, grad
-
-
 def state_grad(grid, grad):
     return grad[list(grid.state_axes)]
 
@@ -77,7 +62,7 @@ GRIDS = {
 @pytest.mark.parametrize("name", list(GRIDS))
 def test_policy_normalised_over_actions(name, rng):
     grid = GRIDS[name]
-    psi, _ = smooth_field(grid, rng)
+    psi, _ = random_periodic_potential(grid, rng)
     pi = boltzmann_policy(grid, psi, beta=3.0)
     assert pi.shape == grid.shape and np.all(pi > 0)
     np.testing.assert_allclose(grid.integrate(pi, axes=grid.action_axes), 1.0, atol=1e-13)
@@ -85,7 +70,7 @@ def test_policy_normalised_over_actions(name, rng):
 
 def test_policy_matches_formula_and_is_stable_for_large_beta(rng):
     grid = GRIDS["2s1a-periodic"]
-    psi, _ = smooth_field(grid, rng)
+    psi, _ = random_periodic_potential(grid, rng)
     beta = 2.0
     e = np.exp(-beta * psi)
     expected = e / np.expand_dims(grid.integrate(e, axes=[2]), 2)
@@ -119,7 +104,7 @@ def test_policy_rejects_bad_input():
 @pytest.mark.parametrize("name", list(GRIDS))
 def test_transition_integrates_to_one(name, discretization, rng):
     grid = GRIDS[name]
-    _, grad = smooth_field(grid, rng, amp=3.0)
+    _, grad = random_periodic_potential(grid, rng, amp=3.0)
     for dt, beta in [(0.05, 2.0), (0.3, 0.5), (0.002, 50.0), (2.0, 0.1)]:  # narrow to very wide kernels
         tr = GaussianTransition(grid, state_grad(grid, grad), beta, dt, discretization)
         t = tr.dense()
@@ -192,7 +177,7 @@ def test_projection_kernel_preserves_the_mean_for_narrow_kernels():
 def test_push_and_expect_agree_with_dense_and_are_adjoint(rng):
     for name in ["2s1a-reflecting", "a-s-a-s-mixed-order", "3s1a-periodic"]:
         grid = GRIDS[name]
-        _, grad = smooth_field(grid, rng)
+        _, grad = random_periodic_potential(grid, rng)
         tr = GaussianTransition(grid, state_grad(grid, grad), 2.0, 0.05)
         t = tr.dense().reshape(grid.size, -1)
         p = rng.random(grid.shape)
@@ -225,7 +210,7 @@ def test_transition_rejects_bad_input():
 @pytest.mark.parametrize("name", list(GRIDS))
 def test_reward_equals_dense_inverse_bellman(name, discretization, rng):
     grid = GRIDS[name]
-    psi, grad = smooth_field(grid, rng)
+    psi, grad = random_periodic_potential(grid, rng)
     gamma = 0.9
     mdp = recover_mdp(grid, psi, state_grad(grid, grad), beta=2.0, dt=0.1, gamma=gamma, discretization=discretization)
     assert isinstance(mdp, MDP)
@@ -237,7 +222,7 @@ def test_reward_equals_dense_inverse_bellman(name, discretization, rng):
 def test_constant_shift_of_psi(rng):
     """psi -> psi + c: pi and T unchanged, q -> q - c, so R -> R - (1 - gamma) c."""
     grid = GRIDS["2s1a-reflecting"]
-    psi, grad = smooth_field(grid, rng)
+    psi, grad = random_periodic_potential(grid, rng)
     c, gamma = 3.7, 0.95
     a = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, gamma)
     b = recover_mdp(grid, psi + c, state_grad(grid, grad), 2.0, 0.1, gamma)
@@ -249,7 +234,7 @@ def test_constant_shift_of_psi(rng):
 
 def test_reward_default_gamma_and_validation(rng):
     grid = GRIDS["1s1a-periodic"]
-    psi, grad = smooth_field(grid, rng)
+    psi, grad = random_periodic_potential(grid, rng)
     mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1)
     assert mdp.gamma == DEFAULT_GAMMA == 0.99
     r = inverse_bellman_reward(mdp.q_value, mdp.policy, mdp.transition, grid)
@@ -266,7 +251,7 @@ def test_reward_default_gamma_and_validation(rng):
 def test_bellman_roundtrip_recovers_q(rng):
     """Solving the forward Bellman equation q = r + gamma T_MP q with the recovered r gives back q."""
     grid = GRIDS["2s1a-periodic"]
-    psi, grad = smooth_field(grid, rng)
+    psi, grad = random_periodic_potential(grid, rng)
     gamma = 0.8
     mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, gamma)
     q = np.zeros(grid.shape)  # fixed-point iteration, a gamma-contraction

@@ -75,3 +75,24 @@ class Problem:
         gf = est.hermite_.gradient_grid(est.coef_, coords)
         e_grad = np.sqrt(np.mean((gf - gt) ** 2)) / np.sqrt(np.mean(gt**2))
         return e_psi, e_grad
+
+
+def random_periodic_potential(grid: Grid, rng, n_modes: int = 3, amp: float = 1.0):
+    """A random smooth periodic potential on the nodes of ``grid`` and its exact gradient.
+
+    ``psi(x) = sum_m c_m cos(k_m . x + phi_m)`` with wave vectors ``k_m`` of at most two periods per
+    axis, ``c_m ~ amp N(0, 1)``, ``phi_m ~ U(0, 2 pi)``. Returns ``(psi, grad)`` with shapes
+    ``grid.shape`` and ``(grid.ndim, *grid.shape)``.
+    """
+    x = grid.mesh()
+    psi = np.zeros(grid.shape)
+    grad = np.zeros((grid.ndim,) + grid.shape)
+    lengths = grid.upper - grid.lower
+    for _ in range(n_modes):
+        k = rng.integers(-2, 3, size=grid.ndim) * 2 * np.pi / lengths
+        phase = rng.uniform(0, 2 * np.pi)
+        c = amp * rng.normal()
+        arg = x @ k + phase
+        psi += c * np.cos(arg)
+        grad -= c * np.sin(arg)[None] * k.reshape((-1,) + (1,) * grid.ndim)
+    return psi, grad
