@@ -126,4 +126,6 @@ def test_quick_pipeline_end_to_end_and_cache(tmp_path):
                            verbose=False)
     assert second["data"]["cache_hits"] == second["data"]["cache_lookups"] == 2  # fp + mdp data for N = 5
     assert second["timings"]["FP solve (or cache load)"] == 0.0  # the solver solution is not even loaded
-    assert second["per_N"][5]["fp"]["psi_error"] == pytest.approx(per[5]["fp"]["psi_error"], rel=1e-8)
+    # same data, same fit; N = 5 is underdetermined (4,096 coefficients, 625 nodes, condition ~1e17), so
+    # round-off in BLAS reductions shows at ~1e-8 and the comparison allows 1e-6
+    assert second["per_N"][5]["fp"]["psi_error"] == pytest.approx(per[5]["fp"]["psi_error"], rel=1e-6)

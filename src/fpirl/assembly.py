@@ -46,6 +46,7 @@ from ._errors import FpirlInputError
 from .density import DensitySnapshots
 from .grid import Axis
 from .hermite import HermiteAxis, HermiteSpace
+from ._tensor import apply_along_axes
 from .quadrature import composite_rule, merged_breakpoints
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
@@ -157,13 +158,6 @@ def axis_tables(fe: Axis, hermite: HermiteAxis, quadrature_points: int = 3) -> A
         v[(u, vv)] = V.reshape(nd * nd, n * len(OFFSETS_S))
     t_flat = {(u,): t[u].transpose(1, 0, 2).reshape(nd, n * 3) for u in (0, 1)}
     return AxisTables(fe, hermite, mass, stiffness, t, v, t_flat)
-
-
-def apply_axiswise(u: np.ndarray, mats, first_axis: int = 1) -> np.ndarray:
-    """Apply ``mats[b]`` along axis ``first_axis + b`` of ``u`` (tensor-product operator)."""
-    for b, M in enumerate(mats):
-        u = np.moveaxis(np.tensordot(M, u, axes=([1], [first_axis + b])), 0, first_axis + b)
-    return u
 
 
 def placement_contraction(X: np.ndarray, tables, n_marks: int, progress=None) -> np.ndarray:
@@ -283,10 +277,10 @@ def diffusion_and_rate(values: np.ndarray, dt: float, tables, time_scheme: str):
     """Return ``bar p``, ``g = M dot p`` and ``c = K bar p`` for all steps (nodal arrays)."""
     pbar, pdot = time_pairs(values, dt, time_scheme)
     d = len(tables)
-    g = apply_axiswise(pdot, [tb.mass for tb in tables])
+    g = apply_along_axes(pdot, [tb.mass for tb in tables])
     c = np.zeros_like(pbar)
     for a in range(d):
-        c += apply_axiswise(pbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tables)])
+        c += apply_along_axes(pbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tables)])
     return pbar, g, c
 
 

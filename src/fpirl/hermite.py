@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ._errors import FpirlInputError
+from ._tensor import apply_along_axes
 from .quadrature import composite_rule
 
 #: Degree of the piecewise polynomials; interpolation error is O(H^4) for psi, O(H^3) for grad psi.
@@ -121,15 +122,6 @@ class HermiteAxis:
         return w @ self.matrix(x)
 
 
-def _contract(tensor: np.ndarray, matrices: Sequence[np.ndarray]) -> np.ndarray:
-    """Apply ``matrices[b]`` (shape ``(m_b, n_b)``) along axis ``b`` of ``tensor`` (sum factorisation)."""
-    out = tensor
-    for M in matrices:
-        # contracts the current leading axis, appends the new one at the end
-        out = np.tensordot(out, M, axes=([0], [1]))
-    return out
-
-
 class HermiteSpace:
     """Tensor product of :class:`HermiteAxis` objects: ``phi_i = prod_b h_{i_b}(x_b)`` (eq. hermite_basis).
 
@@ -179,7 +171,7 @@ class HermiteSpace:
         """``d^deriv psi`` on the tensor grid ``coords`` (one 1-D array per axis), by sum factorisation."""
         deriv = (0,) * self.ndim if deriv is None else tuple(deriv)
         mats = [ax.matrix(c, k) for ax, c, k in zip(self.axes, coords, deriv)]
-        return _contract(np.asarray(coef).reshape(self.shape), mats)
+        return apply_along_axes(np.asarray(coef).reshape(self.shape), mats)
 
     def gradient_grid(self, coef: np.ndarray, coords: Sequence[np.ndarray], axes: Sequence[int] | None = None) -> np.ndarray:
         """Partial derivatives along ``axes`` (default all) on a tensor grid, shape ``(len(axes), *grid)``."""

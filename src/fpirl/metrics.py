@@ -120,12 +120,14 @@ def kl_divergence(p, q, grid: Grid, floor: float = KL_FLOOR):
     -------
     float or ndarray, shape (n_t,)
     """
-    p = _density(p, "p", grid)
-    q = _density(q, "q", grid)
-    p, q = np.broadcast_arrays(p, q)
-    q = np.maximum(q, floor)
-    out = grid.integrate(_plogp(p, q))
+    out = _kl(p, q, grid, floor, axes=None)
     return float(out) if np.ndim(out) == 0 else out
+
+
+def _kl(p, q, grid: Grid, floor: float, axes, names=("p", "q")):
+    """``int p log(p / max(q, floor))`` over ``axes`` (all when None) with the grid quadrature."""
+    p, q = np.broadcast_arrays(_density(p, names[0], grid), _density(q, names[1], grid))
+    return grid.integrate(_plogp(p, np.maximum(q, floor)), axes=axes)
 
 
 def policy_kl(pi, pi_hat, grid: Grid, floor: float = KL_FLOOR) -> np.ndarray:
@@ -144,10 +146,7 @@ def policy_kl(pi, pi_hat, grid: Grid, floor: float = KL_FLOOR) -> np.ndarray:
     -------
     ndarray, shape state_shape(grid) (or ``(n, *state_shape)``)
     """
-    pi = _density(pi, "pi", grid)
-    pi_hat = _density(pi_hat, "pi_hat", grid)
-    pi, pi_hat = np.broadcast_arrays(pi, pi_hat)
-    return grid.integrate(_plogp(pi, np.maximum(pi_hat, floor)), axes=grid.action_axes)
+    return _kl(pi, pi_hat, grid, floor, axes=grid.action_axes, names=("pi", "pi_hat"))
 
 
 def free_energy(p, psi, beta: float, grid: Grid):

@@ -34,7 +34,8 @@ import scipy.fft as sfft
 
 from .._errors import FpirlInputError
 from ..grid import Grid
-from ._common import _bounds, _check_times, _contract, _ForwardSolver
+from .._tensor import apply_along_axes
+from ._common import _bounds, _check_times, _ForwardSolver
 from .finite_volume import FiniteVolumeSolver
 from .spectral import SpectralSolver
 
@@ -219,7 +220,7 @@ def simulate_density(
     mats = solver.evaluation_matrices(grid.coords)
     out = np.empty((times.size, *grid.shape))
     for k, (_, p) in enumerate(solver.run(initial, times, progress=progress)):
-        q = np.maximum(_contract(p, mats), 0.0)
+        q = np.maximum(apply_along_axes(p, mats), 0.0)
         mass = float(grid.integrate(q))
         if not mass > 0:
             raise FpirlInputError("simulated density vanished on the grid nodes; check the inputs")

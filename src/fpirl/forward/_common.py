@@ -7,6 +7,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from .._errors import FpirlInputError
+from .._tensor import apply_along_axes
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,16 +53,6 @@ def _mesh(coords: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(np.meshgrid(*coords, indexing="ij"), axis=-1)
 
 
-def _contract(values: np.ndarray, matrices: Sequence[np.ndarray]) -> np.ndarray:
-    """Apply ``matrices[i]`` (shape ``(n_i, M_i)``) along the trailing ``len(matrices)`` axes."""
-    lead = values.ndim - len(matrices)
-    out = values
-    for i, mat in enumerate(matrices):
-        ax = lead + i
-        out = np.moveaxis(np.moveaxis(out, ax, -1) @ mat.T, -1, ax)
-    return out
-
-
 
 class _ForwardSolver:
     """Shared bookkeeping: own tensor grid, initial data, output loop, interpolation."""
@@ -83,7 +74,7 @@ class _ForwardSolver:
     def mass(self, values: np.ndarray) -> np.ndarray:
         """Integral of nodal ``values`` (leading batch axes allowed) with the solver's quadrature."""
         values = np.asarray(values, dtype=float)
-        out = _contract(values, [w[None, :] for w in self._weights])
+        out = apply_along_axes(values, [w[None, :] for w in self._weights])
         return out.reshape(values.shape[: values.ndim - self.ndim])
 
     def _initial_values(self, initial) -> np.ndarray:
@@ -173,7 +164,7 @@ class _ForwardSolver:
         values = np.asarray(values, dtype=float)
         if values.shape[values.ndim - self.ndim :] != self.shape:
             raise FpirlInputError(f"values have shape {values.shape}, trailing axes must be {self.shape}")
-        return _contract(values, self.evaluation_matrices(coords))
+        return apply_along_axes(values, self.evaluation_matrices(coords))
 
 
 # --------------------------------------------------------------------------------------------
