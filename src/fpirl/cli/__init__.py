@@ -1,0 +1,108 @@
+"""Command line interface: ``fpirl <command> ...`` (docs/formats.md lists the spellings).
+
+Only argument parsing, file handling and error reporting live here; every computation is in
+the library. Each subcommand is one ``add_<name>_arguments(parser)`` function plus one
+``cmd_<name>(args) -> int`` function, registered in :data:`SUBCOMMANDS`. To add a subcommand
+(``simulate``, ``compare``, ``benchmark``, ...), write the two functions and add one line there.
+
+Exit codes: 0 success, 2 bad input or usage (one line ``fpirl: error: ...`` on stderr),
+1 anything else (one line too; ``--debug`` re-raises with the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+
+from .._errors import FpirlInputError
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one_line, _Parser
+from .benchmark import add_benchmark_arguments, cmd_benchmark
+from .commands import (add_compare_arguments, add_demo_arguments, add_plot_arguments, add_simulate_arguments,
+                       cmd_compare, cmd_demo, cmd_plot, cmd_simulate)
+from .fit import add_fit_arguments, cmd_fit
+
+
+# --------------------------------------------------------------------------------------------
+# registry
+# --------------------------------------------------------------------------------------------
+#: (name, one-line help, add_arguments, run). Add new subcommands here.
+SUBCOMMANDS = [
+    ("fit", "estimate the potential (and MDP) from density snapshots", add_fit_arguments, cmd_fit),
+    ("plot", "plot a result file", add_plot_arguments, cmd_plot),
+    ("demo", "run the built-in synthetic example end to end", add_demo_arguments, cmd_demo),
+    ("simulate", "simulate a fitted model forward (MDP map or FP PDE)", add_simulate_arguments, cmd_simulate),
+    ("compare", "KL divergence over time between observed and simulated densities", add_compare_arguments,
+     cmd_compare),
+    ("benchmark", "run a built-in benchmark (report, figures, results)", add_benchmark_arguments, cmd_benchmark),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = _Parser(
+        prog="fpirl",
+        description="Fokker-Planck inverse reinforcement learning: recover potential, policy and "
+        "reward from density snapshots.",
+    )
+    parser.add_argument("--version", action="version", version=f"fpirl {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, help_text, add_arguments, run in SUBCOMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show full tracebacks on errors")
+        add_arguments(p)
+        p.set_defaults(func=run)
+    return parser
+
+
+def _warning_one_line(message, category, filename, lineno, line=None):
+    return f"fpirl: warning: {_one_line(message)}\n"
+
+
+_INPUT_ERRORS = (FpirlInputError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                 PermissionError)
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``fpirl`` console script; returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = "--debug" in argv
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        _error(exc)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    debug = debug or getattr(args, "debug", False)
+    old_format = warnings.formatwarning
+    if not debug:
+        warnings.formatwarning = _warning_one_line
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except (UsageError, *_INPUT_ERRORS) as exc:
+        if debug:
+            raise
+        _error(exc)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        _error("interrupted")
+        return EXIT_FAILURE
+    except Exception as exc:
+        if debug:
+            raise
+        _error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    finally:
+        warnings.formatwarning = old_format
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""``fpirl plot``, ``demo``, ``simulate`` and ``compare``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .._errors import FpirlInputError
+from ._common import EXIT_OK, _output_netcdf, _positive_int, _progress
+
+
+# --------------------------------------------------------------------------------------------
+# plot
+# --------------------------------------------------------------------------------------------
+def add_plot_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit'")
+    p.add_argument("-o", "--output", metavar="FIG.png", required=True, help="figure to write (.png, .pdf, .svg, ...)")
+
+
+def cmd_plot(args) -> int:
+    from ..io import read_result
+    from ..plotting import plot_result
+
+    ds = read_result(args.result)
+    path = plot_result(ds, args.output)
+    print(f"fpirl plot: wrote {path}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# demo
+# --------------------------------------------------------------------------------------------
+def add_demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", metavar="DIR", default="fpirl-demo",
+                   help="directory for demo_result.nc and demo_potential.png (default ./fpirl-demo)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_demo(args) -> int:
+    from ..problems.demo import run_demo
+
+    run_demo(args.output, progress=_progress(args))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# simulate
+# --------------------------------------------------------------------------------------------
+def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit'")
+    p.add_argument("--steps", metavar="K", type=_positive_int, required=True, help="number of time steps of dt")
+    p.add_argument("--model", choices=("mdp", "fp"), default="mdp",
+                   help="MDP density map (eq. density_evolution) or the Fokker-Planck PDE (default mdp)")
+    p.add_argument("--initial", metavar="DENSITY.nc",
+                   help="density dataset whose first snapshot is the start (default: uniform states x policy)")
+    p.add_argument("-o", "--output", metavar="SIM.nc", required=True, help="density dataset to write")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def cmd_simulate(args) -> int:
+    from ..io import grid_from_dataset, read_density, read_result, write_density
+    from ..workflows import model_from_result, simulate_model
+
+    out = _output_netcdf(args.output)
+    ds = read_result(args.result)
+    model = model_from_result(ds, grid_from_dataset(ds, "potential"))
+    initial = None
+    if args.initial is not None:
+        start = read_density(args.initial)
+        if start.grid != model.grid:
+            raise FpirlInputError(f"--initial is on {start.grid!r}, the result on {model.grid!r}")
+        initial = start.values[0]
+    sim = simulate_model(model, args.steps, args.model, initial, progress=_progress(args))
+    write_density(out, sim)
+    print(f"fpirl simulate: {args.steps} steps of dt={model.dt:g} with the {args.model} model; wrote {out}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", metavar="DATA.nc", help="observed density dataset")
+    p.add_argument("simulation", metavar="SIM.nc", help="simulated density dataset ('fpirl simulate')")
+    p.add_argument("-o", "--output", metavar="FIG.png", default=None,
+                   help="figure of KL over time (default: SIM_kl.png next to SIM.nc)")
+
+
+def cmd_compare(args) -> int:
+    from ..io import read_density
+    from ..plotting import plot_kl
+    from ..workflows import compare_snapshots
+
+    fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
+    if not fig.parent.is_dir():
+        raise FpirlInputError(f"output directory does not exist: {str(fig.parent)!r}")
+    times, kl = compare_snapshots(read_density(args.data), read_density(args.simulation))
+    print("time\tKL(data || simulation)")
+    for t, k in zip(times, kl):
+        print(f"{t:.6g}\t{k:.6g}")
+    plot_kl(times, kl, fig)
+    print(f"fpirl compare: wrote {fig}")
+    return EXIT_OK
