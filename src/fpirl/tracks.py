@@ -45,6 +45,9 @@ class TrackTable:
     boundary : {'periodic', 'reflecting'}
     track_ids : ndarray, optional
         Original track identifiers, indexed by ``track``.
+    source : dict, optional
+        Where the rows came from (``path``, ``track``, ``time``, ``state``, ``action``, ``stride``:
+        the columns and options :func:`fpirl.tracks_io.read_tracks` was called with).
     """
 
     values: np.ndarray
@@ -58,6 +61,7 @@ class TrackTable:
     upper: np.ndarray
     boundary: str = "reflecting"
     track_ids: np.ndarray | None = field(default=None)
+    source: dict | None = field(default=None)
 
     def __post_init__(self):
         values = np.asarray(self.values, dtype=float)
@@ -157,7 +161,7 @@ class TrackTable:
         ids = None if self.track_ids is None else np.asarray(self.track_ids)[kept_tracks]
         return TrackTable(
             self.values[keep], segment, track, self.time[keep], self.dt, self.names, self.roles,
-            self.lower, self.upper, self.boundary, ids,
+            self.lower, self.upper, self.boundary, ids, self.source,
         )
 
     def split_tracks(self, fraction: float, rng) -> tuple["TrackTable", "TrackTable"]:
