@@ -157,7 +157,7 @@ def _bad_inputs(tmp_path, valid_data):
     out = str(tmp_path / "out.nc")
     return {
         "unknown type": (["fit", str(txt), "-o", out, "--beta", "1"], ["unknown file type"]),
-        "table": (["fit", str(csv), "-o", out, "--beta", "1"], ["not supported yet"]),
+        "table": (["fit", str(csv), "-o", out, "--beta", "1"], ["needs --track, --time, --state"]),
         "corrupt": (["fit", str(junk), "-o", out, "--beta", "1"], ["cannot read"]),
         "both betas": (["fit", str(valid_data), "-o", out, "--beta", "1", "--estimate-beta"], ["not allowed"]),
         "negative beta": (["fit", str(valid_data), "-o", out, "--beta", "-1"], ["--beta"]),

@@ -228,10 +228,10 @@ def test_unknown_file_type(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_tables_not_supported_yet(tmp_path, suffix):
+def test_tables_are_routed_to_read_tracks(tmp_path, suffix):
     path = tmp_path / f"tracks{suffix}"
     path.write_text("track,time,x\n")
-    _expect(path, "not supported yet")
+    _expect(path, "trajectory table", "read_tracks")
 
 
 def test_missing_and_corrupt_files(tmp_path):

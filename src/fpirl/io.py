@@ -297,7 +297,7 @@ def read_density(path) -> DensitySnapshots:
     """Read a density dataset (netCDF) into validated :class:`DensitySnapshots`.
 
     Raises :class:`FpirlInputError` with a one-line message for missing or unreadable files,
-    unknown file types, trajectory tables (not supported yet), missing variables or attributes,
+    unknown file types, trajectory tables (read those with :func:`fpirl.tracks_io.read_tracks`), missing variables or attributes,
     wrong dims, coordinates that are non-uniform or disagree with ``lower``/``upper``, NaN or
     negative density, fewer than two snapshots and non-uniform times.
     """
@@ -305,7 +305,8 @@ def read_density(path) -> DensitySnapshots:
     kind = data_kind(path)
     if kind == "table":
         raise FpirlInputError(
-            f"trajectory tables ({path.suffix}) are not supported yet: convert to a density dataset (.nc)"
+            f"{str(path)!r} is a trajectory table, not a density dataset: read it with "
+            "fpirl.tracks_io.read_tracks ('fpirl fit' does so given --track, --time and --state)"
         )
     return density_from_dataset(_open_netcdf(path))
 

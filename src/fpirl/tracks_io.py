@@ -3,10 +3,11 @@ r"""Read trajectory tables (CSV or Parquet, long format) into a :class:`~fpirl.t
 One row per observation: a track id column, a time column, state columns and optionally action
 columns. The rules (also in docs/formats.md):
 
-* **Sampling interval.** ``dt`` is the median of the positive time differences between
+* **Sampling interval.** A first ``dt`` is the median of the positive time differences between
   consecutive observations of the same track. Every such difference must be a whole multiple
   ``m dt`` within ``time_tolerance * dt``; ``m > 1`` means missing frames and splits the track into
-  *segments* (a transition never spans a gap). Rows of one track must appear in increasing time
+  *segments* (a transition never spans a gap). ``dt`` is then refined to the total time spanned by
+  the tracks divided by their total number of frame steps. Rows of one track must appear in increasing time
   (tracks may be interleaved, e.g. one row per agent and frame).
 * **Stride.** ``stride=K`` keeps the frames ``0, K, 2K, ...`` of every track (frame index counted
   from the track's first observation); ``dt`` becomes ``K dt``.
@@ -139,6 +140,7 @@ def _frames(codes, t, ids, rows, dt, tol):
         raise FpirlInputError(
             f"no transitions: all {len(ids)} tracks have a single observation (need two or more per track)"
         )
+    explicit_dt = dt
     if dt is None:
         dt = float(np.median(dtime[same]))
     elif not (np.isfinite(dt) and dt > 0):
@@ -159,6 +161,11 @@ def _frames(codes, t, ids, rows, dt, tol):
     is_start[1:] = ~same
     start = np.maximum.accumulate(np.where(is_start, np.arange(codes.size), 0))
     frame -= frame[start]
+    if explicit_dt is None:  # refine: total elapsed time over total frames (exact for uniform sampling)
+        is_end = np.ones(codes.size, dtype=bool)
+        is_end[:-1] = ~same
+        span = frame[is_end].sum()
+        dt = float((t[is_end] - t[is_start]).sum() / span)
     return dt, frame
 
 

@@ -20,7 +20,7 @@ from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one
 from .benchmark import add_benchmark_arguments, cmd_benchmark
 from .commands import (add_compare_arguments, add_demo_arguments, add_plot_arguments, add_simulate_arguments,
                        cmd_compare, cmd_demo, cmd_plot, cmd_simulate)
-from .fit import add_fit_arguments, cmd_fit
+from .fit import add_fit_arguments, cmd_fit, join_negative_values
 
 
 # --------------------------------------------------------------------------------------------
@@ -28,7 +28,8 @@ from .fit import add_fit_arguments, cmd_fit
 # --------------------------------------------------------------------------------------------
 #: (name, one-line help, add_arguments, run). Add new subcommands here.
 SUBCOMMANDS = [
-    ("fit", "estimate the potential (and MDP) from density snapshots", add_fit_arguments, cmd_fit),
+    ("fit", "estimate the potential (and MDP) from density snapshots or trajectory tables", add_fit_arguments,
+     cmd_fit),
     ("plot", "plot a result file", add_plot_arguments, cmd_plot),
     ("demo", "run the built-in synthetic example end to end", add_demo_arguments, cmd_demo),
     ("simulate", "simulate a fitted model forward (MDP map or FP PDE)", add_simulate_arguments, cmd_simulate),
@@ -69,7 +70,7 @@ _INPUT_ERRORS = (FpirlInputError, FileNotFoundError, FileExistsError, IsADirecto
 
 def main(argv=None) -> int:
     """Entry point of the ``fpirl`` console script; returns the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))  # --bounds -1:1,... as typed
     debug = "--debug" in argv
     parser = build_parser()
     try:

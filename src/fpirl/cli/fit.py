@@ -3,59 +3,125 @@
 from __future__ import annotations
 
 import argparse
+import inspect
+import re
+
+import numpy as np
 
 from .._errors import FpirlInputError
 from ._common import (EXIT_OK, _discount, _output_netcdf, _positive_float, _positive_int, _positive_int_list,
                       _progress, _ridge)
 
+#: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
+_DASH_VALUE_OPTIONS = ("--bounds",)
+_DASH_VALUE = re.compile(r"^-[\d.]")
+
+
+def join_negative_values(argv: list[str]) -> list[str]:
+    """``['--bounds', '-1:1,-1:1']`` -> ``['--bounds=-1:1,-1:1']`` so argparse takes it as the value.
+
+    argparse reads a token starting with '-' as an option unless it is a plain negative number;
+    bounds such as ``-1:1,-1:1`` must work as users type them.
+    """
+    out, i = [], 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in _DASH_VALUE_OPTIONS and i + 1 < len(argv) and _DASH_VALUE.match(argv[i + 1]):
+            out.append(f"{tok}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(tok)
+            i += 1
+    return out
+
+
+def _hermite_elements(text: str):
+    return "auto" if text.strip().lower() == "auto" else _positive_int_list(text)
+
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("data", metavar="DATA", help="density dataset (.nc); trajectory tables (.csv/.parquet) later")
+    p.add_argument("data", metavar="DATA",
+                   help="density dataset (.nc) or trajectory table (.csv, .parquet; see the table options)")
     p.add_argument("-o", "--output", metavar="RESULT.nc", required=True, help="result file to write (netCDF)")
-    p.add_argument("--hermite-elements", metavar="N|N1,N2,...", type=_positive_int_list, default=4,
-                   help="Hermite elements for psi, one number or one per axis (default 4)")
-    beta = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--hermite-elements", metavar="auto|N|N1,N2,...", type=_hermite_elements, default=None,
+                   help="Hermite elements for psi, one number or one per axis (default 4 for density data); "
+                   "'auto' (the default for tables) chooses them by cross-validation over held-out tracks")
+    beta = p.add_mutually_exclusive_group()
     beta.add_argument("--beta", metavar="B", type=_positive_float, help="known inverse temperature")
-    beta.add_argument("--estimate-beta", action="store_true", help="estimate beta jointly with psi")
+    beta.add_argument("--estimate-beta", action="store_true",
+                      help="estimate beta jointly with psi (density data need --beta or --estimate-beta; "
+                      "tables estimate beta unless --beta is given)")
     from ..identify import DEFAULT_RIDGE
 
     p.add_argument("--ridge", metavar="R|gcv", type=_ridge, default=None,
-                   help=f"relative Tikhonov weight on int |grad psi|^2 (default {DEFAULT_RIDGE:g}), or 'gcv' to "
-                   "choose it by generalized cross-validation (noisy data, coarse grids)")
+                   help=f"relative Tikhonov weight on int |grad psi|^2 (density data: default {DEFAULT_RIDGE:g}, or "
+                   "'gcv' for generalized cross-validation; tables: default chosen by cross-validation with "
+                   "--hermite-elements auto)")
     p.add_argument("--gamma", metavar="G", type=_discount, default=None,
                    help="discount factor in [0, 1) for the reward (default 0.99); Q-value, policy and "
                    "reward are recovered whenever the data have state and action axes")
-    p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default="midpoint",
-                   help="time discretisation of the weak-form residual (default midpoint)")
-    p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=3,
-                   help="Gauss-Legendre points per axis and cell (default 3, exact)")
+    p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default=None,
+                   help="time discretisation of the weak-form residual (density data; default midpoint)")
+    p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
+                   help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    table = p.add_argument_group("trajectory tables (CSV/Parquet; not supported yet)")
-    table.add_argument("--track", metavar="COL")
-    table.add_argument("--time", metavar="COL")
-    table.add_argument("--state", metavar="C1,C2")
-    table.add_argument("--action", metavar="C3,C4|velocity")
-    table.add_argument("--boundary", choices=("periodic", "reflecting"))
-    table.add_argument("--bounds", metavar="LO:HI,...")
-    table.add_argument("--estimator", choices=("density", "increments"))
+    table = p.add_argument_group("trajectory tables (CSV/Parquet, one row per observation; docs/formats.md)")
+    table.add_argument("--track", metavar="COL", help="column with the track ids (required for tables)")
+    table.add_argument("--time", metavar="COL", help="column with the observation times (required for tables)")
+    table.add_argument("--state", metavar="C1,C2", help="state columns (required for tables)")
+    table.add_argument("--action", metavar="C3,C4|velocity",
+                       help="action columns, or 'velocity' for backward differences of the states within a "
+                       "track (default: the state alone is modelled)")
+    table.add_argument("--boundary", choices=("periodic", "reflecting"), help="box boundary (default reflecting)")
+    table.add_argument("--bounds", metavar="LO:HI,...",
+                       help="one LO:HI per modelled axis, states then actions (e.g. --bounds -1:1,-1:1); "
+                       "default: the data range plus 5%% on each side; required for periodic boxes; "
+                       "observations outside are dropped with a warning")
+    table.add_argument("--stride", metavar="K", type=_positive_int, help="keep every K-th frame (default 1)")
+    table.add_argument("--estimator", choices=("density", "increments"),
+                       help="increments (default): regress consecutive-observation increments on the "
+                       "Hermite basis; density: cloud-in-cell snapshots and the weak-form fit")
+    table.add_argument("--drift-axes", metavar="all|actions|NAMES",
+                       help="increments estimator: axes whose increments are regressed (default: the action "
+                       "axes with --action velocity, whose position increments are kinematic; else all)")
+    table.add_argument("--noise-correction", action="store_true", default=None,
+                       help="increments estimator: correct psi and beta for localisation noise in the positions")
 
 
-_TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "estimator")
+_TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "stride", "estimator", "drift_axes",
+                  "noise_correction")
 
 
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
 
 
 def cmd_fit(args) -> int:
-    from ..io import data_kind, read_density, result_dataset, write_result
+    from ..io import data_kind
 
     out = _output_netcdf(args.output)
     if data_kind(args.data) == "netcdf":
-        used = [f"--{k}" for k in _TABLE_OPTIONS if getattr(args, k) is not None]
-        if used:
-            raise FpirlInputError(f"{', '.join(used)} only apply to trajectory tables, not to {args.data!r}")
-    snapshots = read_density(args.data)  # raises FpirlInputError for tables (not supported yet)
+        return _fit_density(args, out)
+    return _fit_table(args, out)
+
+
+# --------------------------------------------------------------------------------------------
+# density datasets (.nc)
+# --------------------------------------------------------------------------------------------
+def _fit_density(args, out) -> int:
+    from ..io import read_density, result_dataset, write_result
+
+    used = [_flag(k) for k in _TABLE_OPTIONS if getattr(args, k) is not None]
+    if used:
+        raise FpirlInputError(f"{', '.join(used)} only apply to trajectory tables, not to {args.data!r}")
+    if args.hermite_elements == "auto":
+        raise FpirlInputError("--hermite-elements auto applies to trajectory tables; give N or N1,N2,... for "
+                              f"{args.data!r}")
+    if args.beta is None and not args.estimate_beta:
+        raise FpirlInputError("one of the arguments --beta --estimate-beta is required for density data")
+    snapshots = read_density(args.data)
     grid = snapshots.grid
-    n_h = args.hermite_elements
+    n_h = 4 if args.hermite_elements is None else args.hermite_elements
     if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
         raise FpirlInputError(f"--hermite-elements has {len(n_h)} values for {grid.ndim} axes {grid.names}")
 
@@ -66,8 +132,8 @@ def cmd_fit(args) -> int:
         beta=args.beta,
         estimate_beta=bool(args.estimate_beta),
         ridge=args.ridge,
-        time_scheme=args.time_scheme,
-        quadrature_points=args.quadrature_points,
+        time_scheme=args.time_scheme or "midpoint",
+        quadrature_points=args.quadrature_points or 3,
         progress=_progress(args),
     )
     est.fit(snapshots)
@@ -76,10 +142,89 @@ def cmd_fit(args) -> int:
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma)
     gamma = mdp.gamma if mdp is not None else None
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma,
-                        extra={"source": str(args.data)})
+                        extra={"source": str(args.data), "source_kind": "density"})
     write_result(out, ds)
     print(
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
         f"beta={est.beta_:.6g}, ridge={est.ridge_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
+    )
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# trajectory tables (.csv, .parquet)
+# --------------------------------------------------------------------------------------------
+def _estimator_params(args, cls, tracks) -> dict:
+    """Constructor arguments of the track estimator ``cls`` from the options (errors for unsupported ones)."""
+    if args.ridge == "gcv":
+        raise FpirlInputError("--ridge gcv applies to density data; for tables the ridge is chosen by "
+                              "cross-validation with --hermite-elements auto, or give a number")
+    accepted = set(inspect.signature(cls).parameters)
+    params = {"hermite_elements": "auto" if args.hermite_elements is None else args.hermite_elements,
+              "beta": args.beta, "progress": _progress(args)}
+    optional = {"ridge": args.ridge, "time_scheme": args.time_scheme, "quadrature_points": args.quadrature_points,
+                "noise_correction": args.noise_correction}
+    if args.drift_axes is not None:
+        spec = args.drift_axes.strip()
+        optional["drift_axes"] = {"all": None, "actions": tracks.action_axes}.get(
+            spec.lower(), tuple(c.strip() for c in spec.split(",")))
+    elif tracks.source and tracks.source.get("action") == "velocity" and "drift_axes" in accepted:
+        params["drift_axes"] = tracks.action_axes
+    for key, value in optional.items():
+        if value is None and key != "drift_axes":
+            continue
+        if key == "drift_axes" and args.drift_axes is None:
+            continue
+        if key not in accepted:
+            raise FpirlInputError(f"{_flag(key)} does not apply to --estimator {args.estimator or 'increments'}")
+        params[key] = value
+    return params
+
+
+def _fit_table(args, out) -> int:
+    from ..io import result_dataset, write_result
+    from ..tracks_io import read_tracks
+
+    missing = [_flag(k) for k in ("track", "time", "state") if getattr(args, k) is None]
+    if missing:
+        raise FpirlInputError(f"trajectory table {args.data!r} needs {', '.join(missing)} (the column names)")
+    tracks = read_tracks(
+        args.data, track=args.track, time=args.time, state=args.state, action=args.action,
+        boundary=args.boundary or "reflecting", bounds=args.bounds, stride=args.stride or 1,
+        progress=_progress(args),
+    )
+    n_h = args.hermite_elements
+    if isinstance(n_h, tuple) and len(n_h) != tracks.ndim:
+        raise FpirlInputError(f"--hermite-elements has {len(n_h)} values for {tracks.ndim} axes {tracks.names}")
+
+    from ..estimators import TRACK_ESTIMATORS
+
+    name = args.estimator or "increments"
+    if name not in TRACK_ESTIMATORS:
+        raise FpirlInputError(f"--estimator {name} is not available (available: {', '.join(TRACK_ESTIMATORS)})")
+    cls = TRACK_ESTIMATORS[name]
+    est = cls(**_estimator_params(args, cls, tracks)).fit(tracks)
+
+    from ..workflows import recover_mdp_from_fit
+
+    mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma)
+    gamma = mdp.gamma if mdp is not None else None
+    src = tracks.source
+    extra = dict(est.result_extra())
+    extra.update({
+        "source": str(args.data), "source_kind": "tracks", "estimator": name,
+        "table_track": src["track"], "table_time": src["time"], "table_state": src["state"],
+        "table_action": src["action"], "table_stride": int(src["stride"]),
+        "table_observations": tracks.n_obs, "table_tracks": tracks.n_tracks,
+        "table_transitions": len(tracks.pairs()[0]),
+    })
+    ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
+    write_result(out, ds)
+    elements = ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
+    chosen = "chosen by cross-validation" if n_h in (None, "auto") else "fixed"
+    print(
+        f"fpirl fit: {tracks.n_obs} observations, {tracks.n_tracks} tracks, {len(tracks.pairs()[0])} transitions, "
+        f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
+        f"Hermite elements {elements} ({chosen}), ridge={est.ridge_:.3g}; wrote {out}"
     )
     return EXIT_OK

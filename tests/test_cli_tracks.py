@@ -1,0 +1,161 @@
+"""`fpirl fit` on trajectory tables: options, result attrs, and bad tables (exit 2, one line, no file)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fpirl.cli import main
+from fpirl.cli.fit import _estimator_params, join_negative_values
+from fpirl.io import read_result
+from fpirl.simulate import sample_sde
+from fpirl.tracks_io import read_tracks
+
+COLS = ["--track", "id", "--time", "t", "--state", "s", "--action", "a"]
+BOX = ["--boundary", "periodic", "--bounds", "-1:1,-1:1"]
+FAST = ["--hermite-elements", "2", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    """60 wrapped SDE tracks x 31 frames in [-1, 1]^2 (state s, action a), beta = 4, dt = 2e-3."""
+    grad = lambda x: np.stack([0.45 * np.pi * np.cos(np.pi * x[:, 0]), -0.35 * np.pi * np.sin(np.pi * x[:, 1])], 1)
+    rng = np.random.default_rng(7)
+    paths = sample_sde(grad, 4.0, rng.uniform(-1, 1, (60, 2)), 2e-3, 30, rng, [-1, -1], [1, 1], "periodic")
+    steps, n, _ = paths.shape
+    df = pd.DataFrame({"id": np.tile(np.arange(n) + 100, steps), "t": np.repeat(np.arange(steps) * 2e-3, n),
+                       "s": paths[..., 0].ravel(), "a": paths[..., 1].ravel()})
+    path = tmp_path_factory.mktemp("tables") / "tracks.csv"
+    df.to_csv(path, index=False)
+    return path, df
+
+
+def test_bounds_value_starting_with_dash_is_joined():
+    assert join_negative_values(["fit", "--bounds", "-1:1,-1:1", "--beta", "2"]) == \
+        ["fit", "--bounds=-1:1,-1:1", "--beta", "2"]
+    assert join_negative_values(["--bounds", "--beta"]) == ["--bounds", "--beta"]  # a real option stays one
+
+
+def test_fit_table_then_plot(table, tmp_path, capsys):
+    path, _ = table
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(path), "-o", str(out), *COLS, *BOX, *FAST]) == 0  # --bounds -1:1,-1:1 as typed
+    line = capsys.readouterr().out.strip()
+    assert len(line.splitlines()) == 1
+    for word in ("1860 observations", "60 tracks", "1800 transitions", "dt=0.002", "beta=", "(estimated)",
+                 "Hermite elements 2,2 (fixed)", str(out)):
+        assert word in line, line
+    ds = read_result(out)
+    assert ds.attrs["source_kind"] == "tracks" and ds.attrs["estimator"] == "increments"
+    assert (ds.attrs["table_track"], ds.attrs["table_time"], ds.attrs["table_state"], ds.attrs["table_action"],
+            int(ds.attrs["table_stride"])) == ("id", "t", "s", "a", 1)
+    assert ds.attrs["dt"] == pytest.approx(2e-3, rel=1e-12) and ds.attrs["boundary"] == "periodic"
+    assert {"potential", "policy", "reward", "q_value"} <= set(ds.data_vars)
+    assert main(["plot", str(out), "-o", str(tmp_path / "r.png")]) == 0
+
+
+def test_fit_table_options_in_process(table, tmp_path, capsys):
+    path, df = table
+    pq = tmp_path / "tracks.parquet"
+    df.to_parquet(pq)
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(pq), "-o", str(out), *COLS, *BOX, *FAST, "--beta", "4", "--stride", "2"]) == 0
+    assert "(fixed)" in capsys.readouterr().out
+    ds = read_result(out)
+    assert ds.attrs["beta"] == 4.0 and ds.attrs["dt"] == pytest.approx(4e-3) and int(ds.attrs["table_stride"]) == 2
+    # state only (no MDP), reflecting box from the data
+    out2 = tmp_path / "s.nc"
+    assert main(["fit", str(path), "-o", str(out2), "--track", "id", "--time", "t", "--state", "s,a", *FAST]) == 0
+    ds2 = read_result(out2)
+    assert ds2.attrs["action_dims"] == "" and "policy" not in ds2 and ds2.attrs["boundary"] == "reflecting"
+    assert ds2.attrs["table_action"] == ""
+
+
+def test_estimator_defaults_for_tables(table):
+    path, _ = table
+    ns = argparse.Namespace(hermite_elements=None, beta=None, ridge=None, time_scheme=None, quadrature_points=None,
+                            noise_correction=None, drift_axes=None, no_progress=True, estimator=None)
+
+    class Est:
+        name = "increments"
+
+        def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
+                     progress=False):
+            pass
+
+    tt = read_tracks(path, track="id", time="t", state="s", action="velocity", boundary="periodic",
+                     bounds="-1:1,-1e3:1e3")
+    params = _estimator_params(ns, Est, tt)
+    assert params == {"hermite_elements": "auto", "beta": None, "progress": False, "drift_axes": (1,)}
+    ns.drift_axes, ns.noise_correction = "all", True
+    assert _estimator_params(ns, Est, tt)["drift_axes"] is None and _estimator_params(ns, Est, tt)["noise_correction"]
+    ns.time_scheme = "explicit"
+    with pytest.raises(Exception, match="--time-scheme does not apply"):
+        _estimator_params(ns, Est, tt)
+
+
+def _cases(tmp_path, df, valid_nc=None):
+    def write(name, frame):
+        p = tmp_path / name
+        frame.to_csv(p, index=False)
+        return str(p)
+
+    bad_x = df.astype({"s": object})
+    bad_x.loc[40, "s"] = "oops"
+    nan_x = df.copy()
+    nan_x.loc[50, "a"] = np.nan
+    back = df.copy()
+    back.loc[[60, 120], "t"] = back.loc[[120, 60], "t"].to_numpy()  # track 100: frame 2 before frame 1
+    single = df.groupby("id").head(1)
+    good = write("good.csv", df)
+    return {
+        "missing column": ([good, *COLS[:-2], "--action", "vel", *BOX], ["no column 'vel'", "available columns"]),
+        "unknown track column": ([good, "--track", "agent", *COLS[2:], *BOX], ["no column 'agent'"]),
+        "non-numeric": ([write("bad.csv", bad_x), *COLS, *BOX], ["column 's'", "non-numeric", "'oops'", "row 41"]),
+        "empty": ([write("empty.csv", df.iloc[:0]), *COLS, *BOX], ["empty table"]),
+        "single observations": ([write("single.csv", single), *COLS, *BOX], ["no transitions", "single observation"]),
+        "time not increasing": ([write("back.csv", back), *COLS, *BOX], ["not increasing within track 100"]),
+        "all outside bounds": ([good, *COLS, "--boundary", "periodic", "--bounds", "2:3,2:3"],
+                               ["every observation", "outside the given bounds"]),
+        "nan position": ([write("nan.csv", nan_x), *COLS, *BOX], ["column 'a'", "nan", "row 51"]),
+        "wrong number of bounds": ([good, *COLS, "--bounds", "-1:1"], ["1 bounds for 2 modelled axes"]),
+        "lo >= hi": ([good, *COLS, "--bounds", "-1:1,1:-1"], ["lo < hi"]),
+        "periodic without bounds": ([good, *COLS, "--boundary", "periodic"], ["needs bounds"]),
+        "no columns": ([good, *BOX], ["needs --track, --time, --state"]),
+        "gcv ridge": ([good, *COLS, *BOX, "--ridge", "gcv"], ["--ridge gcv applies to density data"]),
+        "elements per axis": ([good, *COLS, *BOX, "--hermite-elements", "2,2,2"], ["3 values for 2 axes"]),
+        "auto on density data": ([valid_nc, "--beta", "1", "--hermite-elements", "auto"], ["auto applies"]),
+        "stride on density data": ([valid_nc, "--beta", "1", "--stride", "2"], ["--stride only apply"]),
+    }
+
+
+def test_bad_tables_exit_2_one_line_no_file(table, tmp_path, capsys):
+    _, df = table
+    cases = _cases(tmp_path, df, valid_nc=str(tmp_path / "density.nc"))
+    (tmp_path / "density.nc").write_bytes(b"")  # table options are rejected before the file is read
+    before = sorted(os.listdir(tmp_path))
+    for label, (args, words) in cases.items():
+        rc = main(["fit", args[0], "-o", str(tmp_path / "out.nc"), *FAST, *args[1:]])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2, (label, err)
+        assert len(err.splitlines()) == 1 and err.startswith("fpirl: error: "), (label, err)
+        for w in words:
+            assert w.lower() in err.lower(), (label, err)
+    assert sorted(os.listdir(tmp_path)) == before  # no result, no temporary file
+    # control: the valid table of the same shape fits
+    assert main(["fit", str(tmp_path / "good.csv"), "-o", str(tmp_path / "out.nc"), *COLS, *BOX, *FAST]) == 0
+    assert read_result(tmp_path / "out.nc").attrs["table_transitions"] == 1800
+
+
+def test_dropped_rows_warn_with_count(table, tmp_path):
+    path, df = table
+    out = tmp_path / "r.nc"
+    n_out = int((df["s"].abs() > 0.9).sum())
+    assert n_out > 0
+    with pytest.warns(UserWarning, match=f"{n_out} of 1860 observations lie outside the bounds"):
+        assert main(["fit", str(path), "-o", str(out), *COLS, "--bounds", "-0.9:0.9,-1:1", *FAST]) == 0
+    assert read_result(out).attrs["table_observations"] == 1860 - n_out
