@@ -185,8 +185,8 @@ def test_finite_volume_is_second_order_in_space():
         p = FiniteVolumeSolver([0.0], [1.0], n + 1, box_psi, beta).solve(init, [T])[-1]
         err.append(np.max(np.abs(p - ref[:: ref_cells // n])))
     slope = fit_slope(1.0 / cells, np.array(err))
-    assert FiniteVolumeSolver.order == 2
-    assert 1.85 < slope < 2.15
+    assert FiniteVolumeSolver.space_order == 2
+    assert abs(slope - FiniteVolumeSolver.space_order) < 0.15
 
 
 def test_finite_volume_is_second_order_in_space_2d():
@@ -202,7 +202,7 @@ def test_finite_volume_is_second_order_in_space_2d():
         r = ref_cells // n
         err.append(np.max(np.abs(p - ref[::r, ::r])))
     slope = fit_slope(1.0 / cells, np.array(err))
-    assert 1.7 < slope < 2.3
+    assert abs(slope - FiniteVolumeSolver.space_order) < 0.3
 
 
 def test_spectral_time_stepper_is_fourth_order():
@@ -214,8 +214,8 @@ def test_spectral_time_stepper_is_fourth_order():
         np.max(np.abs(SpectralSolver([0.0], [TWO_PI], M, trig_grad, beta, max_step=h).solve(init, [T])[-1] - ref))
         for h in steps
     ]
-    assert SpectralSolver.order == 4
-    assert 3.6 < fit_slope(steps, np.array(err)) < 4.4
+    assert SpectralSolver.time_order == 4
+    assert abs(fit_slope(steps, np.array(err)) - SpectralSolver.time_order) < 0.4
     # the default (CFL-based) step is well inside the asymptotic regime
     s = SpectralSolver([0.0], [TWO_PI], M, trig_grad, beta)
     assert np.max(np.abs(s.solve(init, [T])[-1] - ref)) < 1e-6
@@ -233,6 +233,21 @@ def test_spectral_space_convergence_is_exponential():
         err.append(np.max(np.abs(s.evaluate(s.solve(init, [T])[-1], xs) - ref)))
     assert err[-1] < 1e-9
     assert all(e2 < 0.2 * e1 for e1, e2 in zip(err, err[1:]))
+    assert SpectralSolver.space_order == np.inf
+
+
+def test_finite_volume_is_exact_in_time():
+    """time_order = inf: the result does not depend on how the output times split [0, T], and
+    equally spaced output times reuse one set of factorisations."""
+    assert FiniteVolumeSolver.time_order == np.inf
+    lo, hi = [0.0, 0.0], [1.0, 1.5]
+    init = gauss_bump([0.4, 0.7], 0.2)
+    one = FiniteVolumeSolver(lo, hi, [17, 13], box_psi, 2.0, method="rational")
+    direct = one.solve(init, [0.3])[-1]
+    many = FiniteVolumeSolver(lo, hi, [17, 13], box_psi, 2.0, method="rational")
+    steps = many.solve(init, 0.01 * np.arange(31))  # intervals differ in the last bits
+    assert many.factorisations == 1 and one.factorisations == 1
+    assert np.max(np.abs(steps[-1] - direct)) < 1e-12 * direct.max()
 
 
 # ============================================================================================

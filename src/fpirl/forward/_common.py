@@ -55,9 +55,16 @@ def _mesh(coords: Sequence[np.ndarray]) -> np.ndarray:
 
 
 class _ForwardSolver:
-    """Shared bookkeeping: own tensor grid, initial data, output loop, interpolation."""
+    """Shared bookkeeping: own tensor grid, initial data, output loop, interpolation.
+
+    Every solver states its accuracy with two class attributes of one meaning: ``space_order``,
+    the order of the error in the node spacing (``inf`` for spectral accuracy), and
+    ``time_order``, the order in the time step (``inf`` when time is integrated exactly).
+    """
 
     coords: list[np.ndarray]
+    space_order: float
+    time_order: float
 
     @property
     def ndim(self) -> int:

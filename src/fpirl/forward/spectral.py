@@ -48,7 +48,7 @@ class SpectralSolver(_ForwardSolver):
 
     *Time.* Integrating-factor RK4: with ``v = exp(|k|^2 t / beta) p_hat`` the diffusion is
     integrated exactly and classical RK4 is applied to the drift, giving order ``4`` in the step
-    (:attr:`order`). Between consecutive output times the solver takes ``n`` equal steps,
+    (:attr:`time_order`). Between consecutive output times the solver takes ``n`` equal steps,
     ``n = ceil(interval / max_step)``, so that steps land exactly on the output times.
 
     Parameters
@@ -76,8 +76,10 @@ class SpectralSolver(_ForwardSolver):
 
     Attributes
     ----------
-    order, time_order : int
-        Temporal order of the stepper (4); ``space_order`` is ``inf`` (spectral).
+    time_order : int
+        Order of the time stepper in the step ``h`` (4).
+    space_order : float
+        ``inf``: spectral accuracy in space (faster than any power of ``1/M`` for smooth data).
     drift_rate : float
         The stability bound described under ``cfl``.
     max_step : float
@@ -88,7 +90,6 @@ class SpectralSolver(_ForwardSolver):
         diagnostic, typically 10-100x the actual relative error (see ``TAIL_WARNING``).
     """
 
-    order = 4
     time_order = 4
     space_order = math.inf  # spectral: faster than any power of 1/M for smooth periodic data
 
