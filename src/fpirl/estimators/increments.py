@@ -1,0 +1,359 @@
+r"""Increments estimator: regress track increments on the gradient of the Hermite basis.
+
+Sampled at the table's interval ``dt``, eq. ``SDE`` with Euler-Maruyama reads
+
+.. math::
+    x_{k+1} - x_k = -\nabla\psi(x_k)\,\Delta t + \sqrt{2\Delta t/\beta}\;\xi_k,\qquad \xi_k \sim N(0, I),
+
+so with a constant beta the maximum-likelihood ``psi = sum_i theta_i phi_i`` is the least-squares
+fit of ``v_k = (x_{k+1} - x_k) / dt`` by ``-grad psi(x_k)`` on the drift axes (see
+:mod:`fpirl.estimators._assembly`), with the same zero-mean constraint and Tikhonov penalty
+``lambda int |grad psi|^2`` as :class:`fpirl.identify.PotentialEstimator`. beta follows from the
+residual variance, ``2 dt / beta = RSS dt^2 / n_rows``.
+
+Localisation noise (``noise_correction=True``): with observations ``y_k = x_k + eta_k``,
+``eta_k ~ N(0, s^2)`` independent, the raw increment ``y_{k+1} - y_k`` contains ``-eta_k``, which
+is correlated with the regressor ``y_k``: the drift is biased by ``-s^2 grad log p / dt``, which
+grows as ``dt`` shrinks. The corrected estimator evaluates the basis at the *previous*
+observation ``y_{k-1}`` (independent of ``eta_k`` and ``eta_{k+1}``; the drift moves by
+``O(dt)`` in one step), and estimates the diffusion by the covariance-based estimator of
+Vestergaard, Blainey and Flyvbjerg (2014) on the drift residuals ``r_k``:
+
+.. math::
+    \frac{2\Delta t}{\beta} = \langle r_k^2\rangle + 2\langle r_k r_{k+1}\rangle,
+    \qquad s^2 = -\langle r_k r_{k+1}\rangle,
+
+since ``<r_k^2> = 2 dt / beta + 2 s^2`` and ``<r_k r_{k+1}> = -s^2`` (plus ``O(dt^2)``). The
+regressor noise still smooths grad psi by a Gaussian of width ``s`` (an ``O(s^2)`` bias, no longer
+``O(s^2 / dt)``).
+
+Reflecting walls: a step that would cross a wall is folded back, so increments that start within
+a few step lengths ``sigma = sqrt(2 dt / beta)`` of a wall are biased away from it (a spurious
+repulsion of order ``sigma / dt``, far larger than the drift) and their drift is attenuated.
+``walls='mirror'`` (default) models the fold of a Gaussian step at the nearer wall (the
+Euler-Maruyama sampler folds each axis independently): the increment on axis ``a`` has mean
+``b(delta) - f(delta) d_a psi dt`` to first order in ``dt`` (:func:`mirror_wall_terms`), so
+``b`` is subtracted from the increment and the row of the regression is scaled by ``f``; the
+fit stays linear and keeps the data near the walls. ``sigma`` comes from the given beta or from
+the rms increment of the transitions further than ``4 sigma`` from every wall. ``walls='drop'``
+leaves out transitions starting within ``wall_margin`` rms increments of a wall (psi there is the
+cubic continuation of the fit, which is noisier); ``'none'`` uses every increment as it is, which
+is right for a box that is only the range of the data, without physical walls. On periodic boxes
+nothing changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.special
+import xarray as xr
+
+from .._errors import FpirlInputError
+from .._version import __version__ as _version
+from ..hermite import HermiteSpace
+from ..tracks import TrackTable
+from ._assembly import assemble_increments
+from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge, check_tracks,
+                    default_result_elements)
+from .selection import CV_RIDGES, CV_RULES, candidate_elements, cross_validate, solve_increments, track_folds
+
+#: Relative ridge with a fixed resolution and ``ridge=None``.
+DEFAULT_RIDGE = 1e-4
+#: Ways to handle reflecting walls.
+WALL_TREATMENTS = ("mirror", "drop", "none")
+#: With ``walls='drop'``: distance from a wall, in rms increments per axis, inside which transitions are dropped.
+WALL_MARGIN = 2.0
+#: The dropped strip never exceeds this fraction of an axis.
+WALL_MARGIN_CAP = 0.1
+#: Transitions evaluated for the explicit residual variance (noise correction, walls); relative error ~0.4%.
+VARIANCE_SAMPLE = 1 << 17
+#: Largest number of Hermite coefficients tried by the automatic resolution.
+MAX_AUTO_COEF = 1600
+
+
+def _regression_data(tracks: TrackTable, noise_correction: bool):
+    """Regressor points, start points, increments and track of every transition."""
+    if noise_correction:
+        i_prev, i0, i1 = tracks.triples()
+    else:
+        i0, i1 = tracks.pairs()
+        i_prev = i0
+    dx = tracks.values[i1] - tracks.values[i0]
+    if tracks.periodic:
+        length = tracks.upper - tracks.lower
+        dx -= length * np.round(dx / length)
+    return tracks.values[i_prev], tracks.values[i0], dx, tracks.track[i0]
+
+
+def mirror_wall_terms(start: np.ndarray, lower, upper, sigma) -> tuple[np.ndarray, np.ndarray]:
+    r"""Mean shift ``b`` and drift attenuation ``f`` of a Gaussian step folded at the nearer wall.
+
+    For a start at distance ``delta`` from a wall and a step ``Z ~ N(m, sigma^2)`` folded back into
+    the box, ``E[|delta + Z|] - delta = b(delta) + f(delta) m + O(m^2)`` with
+
+    .. math::
+        b = 2\sigma\varphi(\delta/\sigma) - 2\delta\Phi(-\delta/\sigma),\qquad
+        f = 1 - 2\Phi(-\delta/\sigma),
+
+    ``b`` pointing away from the wall. Returns ``b`` (signed, per axis) and ``f``.
+    """
+    d_lo = start - lower
+    d_hi = upper - start
+    delta = np.maximum(np.minimum(d_lo, d_hi), 0.0)
+    sign = np.where(d_lo <= d_hi, 1.0, -1.0)
+    z = delta / sigma
+    tail = scipy.special.ndtr(-z)
+    phi = np.exp(-0.5 * np.minimum(z, 40.0) ** 2) / np.sqrt(2.0 * np.pi)
+    return sign * (2.0 * sigma * phi - 2.0 * delta * tail), 1.0 - 2.0 * tail
+
+
+class IncrementsEstimator(TrackEstimatorMixin):
+    """Fit psi (and beta) to tracks by least squares on their increments (eq. ``SDE``).
+
+    Parameters
+    ----------
+    hermite_elements : 'auto', int or tuple of int
+        Cubic Hermite elements per axis; ``'auto'`` (default) chooses them, and the ridge when
+        ``ridge`` is None, by K-fold cross-validation over whole tracks
+        (:mod:`fpirl.estimators.selection`).
+    beta : float, optional
+        Fixed inverse temperature; None estimates it from the residual variance.
+    ridge : float, optional
+        Relative Tikhonov weight on ``int |grad psi|^2`` (``lambda = ridge tr(A) / tr(P)``); None:
+        chosen by CV with ``'auto'``, else :data:`DEFAULT_RIDGE`.
+    drift_axes : sequence of int or str, optional
+        Axes (indices or names) whose increments enter the regression; None: all. For
+        position/velocity data the position increments are kinematic: regress only the action
+        axes. psi is then determined along the other axes only by the penalty.
+    noise_correction : bool
+        Correct drift and beta for localisation noise (module doc). Needs runs of three observations.
+    walls : {'mirror', 'drop', 'none'}
+        Treatment of reflecting walls (module doc): model the fold (default), drop the
+        transitions within ``wall_margin`` rms increments (at most 10% of the axis) of a wall, or
+        nothing (a box without physical walls, e.g. the range of velocity data).
+    wall_margin : float
+        Strip width for ``walls='drop'``.
+    cv_folds : int
+        Folds (of whole tracks) for ``'auto'``.
+    cv_elements : sequence of int, optional
+        Candidate elements per axis for ``'auto'`` (default by dimension, capped by the data).
+    cv_rule : {'1se', 'min'}
+        Paired one-standard-error rule (default) or the best mean score.
+    fe_elements : int or tuple, optional
+        Elements of the FE grid the result is written on (default
+        :func:`~fpirl.estimators._base.default_result_elements`).
+    random_state : int
+        Seed of the fold assignment.
+    progress : bool
+
+    Attributes
+    ----------
+    coef_, beta_, hermite_, grid_, ridge_, residual_, settings_, dt_
+        As :class:`fpirl.identify.PotentialEstimator`; ``residual_`` is ``sqrt(RSS / sum v^2)``.
+    localization_noise_ : float or None
+        With ``noise_correction``: estimated std ``s`` of the position noise (drift-axis units).
+    cv_ : dict or None
+        The CV curve (:func:`~fpirl.estimators.selection.cross_validate`) with ``'auto'``.
+    n_transitions_ : int
+    """
+
+    name = "increments"
+
+    def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
+                 walls="mirror", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="1se", fe_elements=None, random_state=0, progress=False):
+        self.hermite_elements = hermite_elements
+        self.beta = beta
+        self.ridge = ridge
+        self.drift_axes = drift_axes
+        self.noise_correction = noise_correction
+        self.walls = walls
+        self.wall_margin = wall_margin
+        self.cv_folds = cv_folds
+        self.cv_elements = cv_elements
+        self.cv_rule = cv_rule
+        self.fe_elements = fe_elements
+        self.random_state = random_state
+        self.progress = progress
+
+    def _drift_axes(self, tracks: TrackTable) -> list[int]:
+        if self.drift_axes is None:
+            return list(range(tracks.ndim))
+        axes = []
+        for a in np.atleast_1d(np.asarray(self.drift_axes, dtype=object)):
+            if isinstance(a, str):
+                if a not in tracks.names:
+                    raise FpirlInputError(f"drift axis {a!r} is not an axis of the table ({', '.join(tracks.names)})")
+                a = tracks.names.index(a)
+            if not isinstance(a, (int, np.integer)) or not 0 <= a < tracks.ndim:
+                raise FpirlInputError(f"drift_axes must be axis indices 0..{tracks.ndim - 1} or names, got {a!r}")
+            axes.append(int(a))
+        if not axes or len(set(axes)) != len(axes):
+            raise FpirlInputError(f"drift_axes must name distinct axes, got {self.drift_axes!r}")
+        return sorted(axes)
+
+    def fit(self, tracks: TrackTable) -> "IncrementsEstimator":
+        """Fit psi (and beta) to the transitions of ``tracks``."""
+        tracks = check_tracks(tracks)
+        beta = check_beta(self.beta)
+        drift = self._drift_axes(tracks)
+        auto = isinstance(self.hermite_elements, str)
+        if auto and self.hermite_elements != "auto":
+            raise FpirlInputError(f"hermite_elements must be 'auto' or integers, got {self.hermite_elements!r}")
+        if self.cv_rule not in CV_RULES:
+            raise FpirlInputError(f"cv_rule must be one of {', '.join(CV_RULES)}, got {self.cv_rule!r}")
+        if int(self.cv_folds) != self.cv_folds or self.cv_folds < 2:
+            raise FpirlInputError(f"cv_folds must be an integer >= 2, got {self.cv_folds!r}")
+        minimum = 2 if tracks.periodic else 1
+        ridge = None if self.ridge is None else check_ridge(self.ridge)
+        try:
+            wall_margin = float(self.wall_margin)
+        except (TypeError, ValueError):
+            wall_margin = float("nan")
+        if not (np.isfinite(wall_margin) and wall_margin >= 0):
+            raise FpirlInputError(f"wall_margin must be a non-negative number, got {self.wall_margin!r}")
+        if self.walls not in WALL_TREATMENTS:
+            raise FpirlInputError(f"walls must be one of {', '.join(WALL_TREATMENTS)}, got {self.walls!r}")
+        points, start, dx, track = _regression_data(tracks, bool(self.noise_correction))
+        weights = None
+        margin = np.zeros(tracks.ndim)
+        var_margin = margin
+        if not tracks.periodic and dx.shape[0] and self.walls == "drop" and wall_margin > 0:
+            margin = np.minimum(wall_margin * np.sqrt(np.mean(dx * dx, axis=0)),
+                                WALL_MARGIN_CAP * (tracks.upper - tracks.lower))
+            keep = np.all((start >= tracks.lower + margin) & (start <= tracks.upper - margin), axis=1)
+            points, start, dx, track = points[keep], start[keep], dx[keep], track[keep]
+            var_margin = margin
+        if points.shape[0] == 0:
+            need = "three consecutive observations (noise_correction)" if self.noise_correction else "two"
+            raise FpirlInputError(f"no track has {need} consecutive observations away from the walls: nothing to regress")
+        dt = tracks.dt
+        dx = dx[:, drift]
+        if not tracks.periodic and self.walls == "mirror":
+            lo, hi = tracks.lower[drift], tracks.upper[drift]
+            if beta is not None:
+                sigma = np.full(len(drift), np.sqrt(2.0 * dt / beta))
+            else:
+                rms = np.sqrt(np.mean(dx * dx, axis=0))
+                far = np.all((start[:, drift] > lo + 4 * rms) & (start[:, drift] < hi - 4 * rms), axis=1)
+                sigma = np.sqrt(np.mean(dx[far] ** 2, axis=0)) if np.count_nonzero(far) > 10 else rms
+            shift, weights = mirror_wall_terms(start[:, drift], lo, hi, sigma)
+            dx = dx - shift
+            # beta from the transitions that cannot have touched a wall
+            var_margin = np.zeros(tracks.ndim)
+            var_margin[drift] = np.minimum(4 * sigma, 0.25 * (hi - lo))
+        velocity = dx / dt
+        periodic = tracks.periodic
+        self.cv_ = None
+        if auto:
+            cands = candidate_elements(tracks.ndim, periodic, velocity.size, MAX_AUTO_COEF,
+                                       None if self.cv_elements is None else
+                                       [check_elements(e, 1, "cv_elements", minimum)[0] for e in self.cv_elements])
+            folds, k = track_folds(track, int(track.max()) + 1, int(self.cv_folds), self.random_state)
+            ridges = CV_RIDGES if ridge is None else (ridge,)
+            self.cv_ = cross_validate(tracks.lower, tracks.upper, periodic, points, velocity, drift, folds, k, dt,
+                                      cands, ridges, beta, self.cv_rule, self.progress, weights)
+            elements = (self.cv_["chosen_elements"],) * tracks.ndim
+            ridge = self.cv_["chosen_ridge"]
+        else:
+            elements = check_elements(self.hermite_elements, tracks.ndim, minimum=minimum)
+            ridge = DEFAULT_RIDGE if ridge is None else ridge
+        space = HermiteSpace(tracks.lower, tracks.upper, elements, periodic)
+        if auto:
+            system = self.cv_.pop("system")
+        else:
+            system = assemble_increments(space, points, velocity, drift, row_weights=weights)[0]
+        P = space.h1_seminorm_matrix()
+        m = space.mean_functional().ravel()
+        theta, lam = solve_increments(system, P, m, ridge)
+        coef = space.remove_mean(theta)
+        rss = system.rss(coef)
+        self.localization_noise_ = None
+        if beta is None:
+            explicit = not tracks.periodic and self.walls == "mirror"
+            var_dx = self._increment_variance(tracks, space, coef, drift, rss, system.n_rows, var_margin, explicit)
+            if not var_dx > 0:
+                raise FpirlInputError("the increments have no residual variance: beta cannot be estimated; give beta")
+            beta_ = 2.0 * dt / var_dx
+        else:
+            beta_ = beta
+        fe = default_result_elements(tracks, elements) if self.fe_elements is None else \
+            check_elements(self.fe_elements, tracks.ndim, "fe_elements", 2)
+        self.coef_ = coef
+        self.beta_ = float(beta_)
+        self.hermite_ = space
+        self.grid_ = tracks.grid(fe)
+        self.ridge_ = lam
+        self.residual_ = float(np.sqrt(rss / system.c)) if system.c > 0 else 0.0
+        self.dt_ = dt
+        self.n_transitions_ = int(system.n_transitions)
+        self.settings_ = {
+            "estimator": self.name,
+            "hermite_elements": ",".join(map(str, elements)),
+            "hermite_selection": "cv" if auto else "fixed",
+            "fe_elements": ",".join(map(str, fe)),
+            "ridge_relative": float(ridge),
+            "ridge_selection": "cv" if (auto and self.ridge is None) else "fixed",
+            "ridge_absolute": lam,
+            "beta_estimated": int(beta is None),
+            "noise_correction": int(bool(self.noise_correction)),
+            "walls": self.walls if not tracks.periodic else "periodic",
+            "wall_margin": ",".join(f"{v:.4g}" for v in margin),
+            "drift_axes": ",".join(tracks.names[a] for a in drift),
+            "n_transitions": int(system.n_transitions),
+            "dt": float(dt),
+            "fpirl_version": _version,
+        }
+        if auto:
+            self.settings_.update(cv_folds=self.cv_["folds"], cv_rule=self.cv_["rule"])
+        if self.localization_noise_ is not None:
+            self.settings_["localization_noise"] = self.localization_noise_
+        return self
+
+    def _increment_variance(self, tracks, space, coef, drift, rss, n_rows, margin, explicit) -> float:
+        """Per-axis variance of the increment noise, ``2 dt / beta``, from transitions starting
+        inside ``[lower + margin, upper - margin]`` (module doc); at most :data:`VARIANCE_SAMPLE`
+        transitions (evenly strided) are evaluated."""
+        dt = tracks.dt
+        if not (self.noise_correction or explicit):
+            return rss * dt * dt / n_rows
+        i0, i1 = tracks.pairs()
+        start = tracks.values[i0]
+        inside = np.all((start >= tracks.lower + margin) & (start <= tracks.upper - margin), axis=1)
+        if self.noise_correction:
+            rows = np.flatnonzero((i1[:-1] == i0[1:]) & inside[:-1] & inside[1:])  # p and p + 1 in one segment
+            need = "noise_correction needs runs of three observations away from the walls"
+        else:
+            rows = np.flatnonzero(inside)
+            need = "no transition starts away from the walls: beta cannot be estimated; give beta"
+        if rows.size == 0:
+            raise FpirlInputError(need)
+        rows = rows[:: max(1, rows.size // VARIANCE_SAMPLE)]
+        if self.noise_correction:
+            rows = np.stack([rows, rows + 1], axis=1).ravel()
+        dx = tracks.values[i1[rows]] - start[rows]
+        if tracks.periodic:
+            length = tracks.upper - tracks.lower
+            dx -= length * np.round(dx / length)
+        r = dx[:, drift] + dt * space.gradient(coef, start[rows])[:, drift]
+        if not self.noise_correction:
+            return float(np.mean(r * r))
+        r = r.reshape(-1, 2, len(drift))
+        cov = float(np.mean(r[:, 0] * r[:, 1]))
+        self.localization_noise_ = float(np.sqrt(max(-cov, 0.0)))
+        return float(np.mean(r * r)) + 2.0 * cov
+
+    def result_extra(self) -> dict:
+        """The CV curve as DataArrays (``cv_score``, ``cv_score_std`` over ``cv_elements`` x ``cv_ridge``)."""
+        self._check_fitted()
+        if self.cv_ is None:
+            return {}
+        cv = self.cv_
+        coords = {"cv_elements": cv["elements"], "cv_ridge": cv["ridge"]}
+        attrs = {"units": "nats per transition", "rule": cv["rule"], "folds": cv["folds"],
+                 "chosen_elements": cv["chosen_elements"], "chosen_ridge": cv["chosen_ridge"]}
+        return {
+            "cv_score": xr.DataArray(cv["score"], coords=coords, dims=("cv_elements", "cv_ridge"),
+                                     attrs={"long_name": "held-out increment log-likelihood (mean over folds)", **attrs}),
+            "cv_score_std": xr.DataArray(cv["std"], coords=coords, dims=("cv_elements", "cv_ridge"),
+                                         attrs={"long_name": "std over folds of the held-out log-likelihood"}),
+        }
