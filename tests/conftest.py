@@ -2,6 +2,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -16,3 +20,52 @@ def _strict_floating_point():
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261125)
+
+
+# --------------------------------------------------------------------------------------------
+# command-line helpers shared by the CLI tests (fixtures, so no test imports another test file)
+# --------------------------------------------------------------------------------------------
+class CliRunner:
+    """Run ``fpirl`` in-process (``cli(...)``, fast) or as a real process (``cli.subprocess(...)``).
+
+    Both return a :class:`subprocess.CompletedProcess` with ``returncode``, ``stdout``, ``stderr``.
+    """
+
+    def __init__(self, capsys):
+        self._capsys = capsys
+
+    def __call__(self, *args) -> subprocess.CompletedProcess:
+        from fpirl.cli import main
+
+        argv = [str(a) for a in args]
+        self._capsys.readouterr()  # drop earlier output
+        rc = main(argv)
+        out = self._capsys.readouterr()
+        return subprocess.CompletedProcess(argv, rc, out.out, out.err)
+
+    @staticmethod
+    def subprocess(*args, cwd=None) -> subprocess.CompletedProcess:
+        env = dict(os.environ, PYTHONWARNINGS="ignore")
+        return subprocess.run([sys.executable, "-m", "fpirl.cli", *map(str, args)],
+                              capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+
+    @staticmethod
+    def assert_input_error(proc, *words) -> None:
+        """Exit 2 and one line ``fpirl: error: ...`` on stderr containing every word (any case)."""
+        assert proc.returncode == 2, proc.stderr
+        err = proc.stderr.strip()
+        assert "Traceback" not in proc.stderr
+        assert len(err.splitlines()) == 1, err
+        assert err.startswith("fpirl: error: "), err
+        for w in words:
+            assert w.lower() in err.lower(), err
+
+    @staticmethod
+    def assert_only(folder, *names) -> None:
+        """``folder`` holds exactly ``names`` (no stray result or temporary file)."""
+        assert sorted(os.listdir(folder)) == sorted(names)
+
+
+@pytest.fixture
+def cli(capsys):
+    return CliRunner(capsys)

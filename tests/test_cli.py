@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -12,28 +10,6 @@ import pytest
 from fpirl import DensitySnapshots, Grid
 from fpirl.cli import SUBCOMMANDS, main
 from fpirl.io import density_dataset, read_result, write_density
-
-
-def run_cli(*args, cwd=None):
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run(
-        [sys.executable, "-m", "fpirl.cli", *map(str, args)],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=120,
-    )
-
-
-def _assert_input_error(proc, *words):
-    assert proc.returncode == 2, proc.stderr
-    err = proc.stderr.strip()
-    assert "Traceback" not in proc.stderr
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("fpirl: error: "), err
-    for w in words:
-        assert w.lower() in err.lower(), err
-
-
-def _only(tmp_path, *names):
-    assert sorted(os.listdir(tmp_path)) == sorted(names)
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +38,9 @@ def valid_data(tmp_path_factory):
 # --------------------------------------------------------------------------------------------
 # success
 # --------------------------------------------------------------------------------------------
-def test_fit_then_plot(valid_data, tmp_path):
+def test_fit_then_plot(valid_data, tmp_path, cli):
     out = tmp_path / "result.nc"
-    proc = run_cli("fit", valid_data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--no-progress")
+    proc = cli("fit", valid_data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--no-progress")
     assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stdout
     ds = read_result(out)
@@ -77,13 +53,13 @@ def test_fit_then_plot(valid_data, tmp_path):
     assert ds.attrs["gamma"] == pytest.approx(0.99)
     assert list(np.atleast_1d(ds.attrs["hermite_elements"])) == [3, 3]
     assert ds.attrs["solver_time_scheme"] == "midpoint"
-    _only(tmp_path, "result.nc")
+    cli.assert_only(tmp_path, "result.nc")
 
     fig = tmp_path / "fig.png"
-    proc = run_cli("plot", out, "-o", fig)
+    proc = cli("plot", out, "-o", fig)
     assert proc.returncode == 0, proc.stderr
     assert fig.stat().st_size > 1000
-    _only(tmp_path, "result.nc", "fig.png")
+    cli.assert_only(tmp_path, "result.nc", "fig.png")
 
 
 def test_fit_in_process_options(valid_data, tmp_path, capsys):
@@ -118,33 +94,31 @@ def test_help_and_registry(capsys):
 # --------------------------------------------------------------------------------------------
 # bad input and usage: exit 2, one line, nothing written
 # --------------------------------------------------------------------------------------------
-def test_negative_density_subprocess(tmp_path, rng):
+def test_negative_density_subprocess(tmp_path, rng, cli):
     g = Grid([0, 0], [1, 1], 4, names=["s", "a"], roles=["state", "action"])
     ds = density_dataset(DensitySnapshots(g, [0, 1, 2], rng.random((3, *g.shape))))
     ds["density"][1, 1, 1] = -1.0
     data = tmp_path / "neg.nc"
     ds.to_netcdf(data)
-    proc = run_cli("fit", data, "-o", tmp_path / "out.nc", "--beta", "2")
-    _assert_input_error(proc, "negative")
-    _only(tmp_path, "neg.nc")
+    proc = cli.subprocess("fit", data, "-o", tmp_path / "out.nc", "--beta", "2")
+    cli.assert_input_error(proc, "negative")
+    cli.assert_only(tmp_path, "neg.nc")
 
 
-def test_missing_file_subprocess(tmp_path):
-    proc = run_cli("fit", tmp_path / "nope.nc", "-o", tmp_path / "out.nc", "--beta", "2")
-    _assert_input_error(proc, "no such file")
-    _only(tmp_path)
+def test_missing_file_subprocess(tmp_path, cli):
+    proc = cli.subprocess("fit", tmp_path / "nope.nc", "-o", tmp_path / "out.nc", "--beta", "2")
+    cli.assert_input_error(proc, "no such file")
+    cli.assert_only(tmp_path)
 
 
-def test_beta_required_subprocess(valid_data, tmp_path):
-    proc = run_cli("fit", valid_data, "-o", tmp_path / "out.nc")
-    _assert_input_error(proc, "--beta", "--estimate-beta")
-    _only(tmp_path)
+def test_beta_required(valid_data, tmp_path, cli):
+    cli.assert_input_error(cli("fit", valid_data, "-o", tmp_path / "out.nc"), "--beta", "--estimate-beta")
+    cli.assert_only(tmp_path)
 
 
-def test_plot_of_non_result_subprocess(valid_data, tmp_path):
-    proc = run_cli("plot", valid_data, "-o", tmp_path / "fig.png")
-    _assert_input_error(proc, "not an fpirl result")
-    _only(tmp_path)
+def test_plot_of_non_result(valid_data, tmp_path, cli):
+    cli.assert_input_error(cli("plot", valid_data, "-o", tmp_path / "fig.png"), "not an fpirl result")
+    cli.assert_only(tmp_path)
 
 
 def _bad_inputs(tmp_path, valid_data):
@@ -189,7 +163,7 @@ def test_bad_inputs_in_process(valid_data, tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == before  # no result, no temp file
 
 
-def test_unexpected_errors_exit_1(valid_data, tmp_path, capsys, monkeypatch):
+def test_unexpected_errors_exit_1(valid_data, tmp_path, capsys, monkeypatch, cli):
     import fpirl.identify
 
     def boom(self, snapshots):
@@ -202,7 +176,7 @@ def test_unexpected_errors_exit_1(valid_data, tmp_path, capsys, monkeypatch):
     assert err == "fpirl: error: RuntimeError: solver exploded second line"
     with pytest.raises(RuntimeError):
         main(["--debug", *argv])
-    _only(tmp_path)
+    cli.assert_only(tmp_path)
 
 
 def test_demo_pipeline_small(tmp_path):

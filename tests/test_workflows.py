@@ -11,7 +11,6 @@ from fpirl.io import read_density, result_dataset, write_density, write_result
 from fpirl.workflows import compare_snapshots, model_from_result, recover_mdp_from_fit, simulate_model
 
 from fpirl.problems.synthetic import Problem
-from test_cli import _assert_input_error, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -51,33 +50,33 @@ def test_mdp_simulation_conserves_mass_and_starts_from_policy(fitted):
     assert sim.values.shape == (6,) + data.grid.shape
 
 
-def test_simulate_and_compare_cli(fitted, tmp_path):
+def test_simulate_and_compare_cli(fitted, tmp_path, cli):
     _, data, _, folder = fitted
     out = tmp_path / "sim.nc"
-    proc = run_cli("simulate", folder / "result.nc", "--steps", data.n_times - 1, "--model", "fp",
+    proc = cli("simulate", folder / "result.nc", "--steps", data.n_times - 1, "--model", "fp",
                    "--initial", folder / "data.nc", "-o", out, "--no-progress")
     assert proc.returncode == 0, proc.stderr
     sim = read_density(out)
     assert sim.n_times == data.n_times and sim.grid == data.grid
-    proc = run_cli("compare", folder / "data.nc", out, "-o", tmp_path / "kl.png")
+    proc = cli("compare", folder / "data.nc", out, "-o", tmp_path / "kl.png")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("time") and len(lines) == data.n_times + 2
     assert (tmp_path / "kl.png").stat().st_size > 0
-    proc = run_cli("simulate", folder / "result.nc", "--steps", 3, "-o", tmp_path / "mdp.nc", "--no-progress")
+    proc = cli("simulate", folder / "result.nc", "--steps", 3, "-o", tmp_path / "mdp.nc", "--no-progress")
     assert proc.returncode == 0, proc.stderr
 
 
-def test_simulate_bad_input(fitted, tmp_path):
+def test_simulate_bad_input(fitted, tmp_path, cli):
     _, data, _, folder = fitted
     out = tmp_path / "sim.nc"
-    _assert_input_error(run_cli("simulate", folder / "result.nc", "--steps", 0, "-o", out), "steps")
-    _assert_input_error(run_cli("simulate", folder / "data.nc", "--steps", 2, "-o", out), "potential")
+    cli.assert_input_error(cli("simulate", folder / "result.nc", "--steps", 0, "-o", out), "steps")
+    cli.assert_input_error(cli("simulate", folder / "data.nc", "--steps", 2, "-o", out), "potential")
     other = Grid([-1, -1], [1, 1], 8, names=["s", "a"], roles=["state", "action"])
     write_density(tmp_path / "other.nc", DensitySnapshots(other, [0, 0.1], np.ones((2, 8, 8))))
-    _assert_input_error(run_cli("simulate", folder / "result.nc", "--steps", 2, "--initial", tmp_path / "other.nc",
+    cli.assert_input_error(cli("simulate", folder / "result.nc", "--steps", 2, "--initial", tmp_path / "other.nc",
                                 "-o", out), "initial")
-    _assert_input_error(run_cli("compare", folder / "data.nc", tmp_path / "other.nc"), "grids differ")
+    cli.assert_input_error(cli("compare", folder / "data.nc", tmp_path / "other.nc"), "grids differ")
     assert not out.exists()
 
 
