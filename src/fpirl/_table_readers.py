@@ -189,11 +189,14 @@ def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> 
                 if f"'{c}'" in msg or "conversion error" in msg:
                     _locate_bad_csv_value(path, c)
             raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg[:200]}") from None
-    return _Columns(
+    result = _Columns(
         np.concatenate(codes) if codes else np.zeros(0, np.int64),
         coder.track_ids(),
         {c: np.concatenate(v) if v else np.zeros(0) for c, v in cols.items()},
     )
+    del codes, cols, reader
+    pa.default_memory_pool().release_unused()  # hand the parser's buffers back to the system
+    return result
 
 
 def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool) -> _Columns:

@@ -258,12 +258,13 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     _first_nonfinite(x, data_cols, rows, "position" if not actions else "value")
     codes = cols.codes
     del cols
+    order = None
     if np.any(codes[1:] < codes[:-1]):  # interleaved tracks: group rows by track, file order within
         order = np.argsort(codes, kind="stable")
         codes, t, x = codes[order], t[order], x[order]
         rows = lambda i: int(order[i]) + 1  # noqa: E731
     dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance))
-    del rows
+    del rows, order
 
     if stride > 1:
         keep = frame % stride == 0
