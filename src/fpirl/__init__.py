@@ -10,7 +10,7 @@ from .density import DensitySnapshots
 from .forward import FiniteVolumeSolver, SpectralSolver, simulate_density, von_mises_bump
 from .grid import Axis, Grid
 from .hermite import HermiteSpace
-from .estimators import TRACK_ESTIMATORS, IncrementsEstimator
+from .estimators import TRACK_ESTIMATORS, IncrementsEstimator, TrackDensityEstimator
 from .identify import PotentialEstimator
 from .io import read_density, read_result, result_dataset, write_density, write_result
 from .mdp import MDP, GaussianTransition, boltzmann_policy, inverse_bellman_reward, recover_mdp
@@ -30,6 +30,7 @@ __all__ = [
     "PotentialEstimator",
     "SpectralSolver",
     "TRACK_ESTIMATORS",
+    "TrackDensityEstimator",
     "__version__",
     "boltzmann_policy",
     "free_energy",

@@ -6,8 +6,9 @@ Every estimator is a strategy object with the interface of :class:`fpirl.identif
 ``gradient_on_grid``, ``result_extra``. :data:`TRACK_ESTIMATORS` maps the CLI names to the classes.
 """
 
+from .density import TrackDensityEstimator
 from .increments import IncrementsEstimator
 
-TRACK_ESTIMATORS = {"increments": IncrementsEstimator}
+TRACK_ESTIMATORS = {"increments": IncrementsEstimator, "density": TrackDensityEstimator}
 
-__all__ = ["IncrementsEstimator", "TRACK_ESTIMATORS"]
+__all__ = ["IncrementsEstimator", "TRACK_ESTIMATORS", "TrackDensityEstimator"]

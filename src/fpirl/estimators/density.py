@@ -1,0 +1,265 @@
+r"""Density estimator: density snapshots from tracks by cloud-in-cell, then the VSI of the paper.
+
+Every snapshot ``k`` (frames ``0, s, 2s, ...`` for the stride ``s``) takes the observations of
+the frames ``k s - w .. k s + w`` (pooling window ``w``, 0 by default) and deposits them onto
+the FE grid with the multilinear hat functions (:func:`fpirl.binning.cloud_in_cell`, the
+linear-FE projection the weak form wants):
+
+.. math::
+    p_k(x_j) = \frac{1}{n_k v_j} \sum_{p \in \text{snapshot } k} w_j(x_p),
+
+with ``v_j`` the node weight (trapezoid rule) and ``n_k`` the number of observations, so every
+snapshot has unit mass. Optional smoothing convolves each snapshot with a Gaussian of standard
+deviation ``h_i`` per axis, mirrored at reflecting walls and wrapped on periodic axes (so mass
+is conserved and nothing leaks through a wall), with Scott's rule
+``h_i = sigma_i n_k^{-1/(d+4)}`` (``sigma_i`` the spread of the points on axis ``i``; on periodic
+axes the circular spread) or a given bandwidth. The snapshots then go to
+:class:`fpirl.identify.PotentialEstimator` (eq. ``vsi_regression``).
+
+Defaults, with the reasons measured in docs/benchmarks.md: FE elements per axis
+``N = clip(round((n / 10)^{1/d}), 8, 64)`` (about ten observations per node and snapshot);
+Hermite elements ``max(2, min(8, round(N / 5)))``; snapshot stride :data:`DEFAULT_STRIDE`.
+The density path ignores which observation follows which; tracks entering or leaving the field of
+view change the density without any drift (the snapshots are normalised to unit mass, which
+removes only the change of the total).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.ndimage
+
+from .._errors import FpirlInputError
+from .._version import __version__ as _version
+from ..binning import cloud_in_cell
+from ..density import DensitySnapshots
+from ..identify import PotentialEstimator
+from ..tracks import TrackTable
+from ._base import TrackEstimatorMixin, check_beta, check_elements, check_tracks
+
+#: Default snapshot stride (frames between snapshots).
+DEFAULT_STRIDE = 10
+#: Minimum number of observations per snapshot; frames with fewer are pooled or left out.
+MIN_POINTS = 10
+
+
+def frame_index(tracks: TrackTable) -> np.ndarray:
+    """Frame number ``round((t - t_min) / dt)`` of every observation."""
+    return np.rint((tracks.time - tracks.time.min()) / tracks.dt).astype(np.int64)
+
+
+def scott_bandwidth(points: np.ndarray, lower, upper, periodic: bool) -> np.ndarray:
+    """Scott's rule ``sigma_i n^{-1/(d+4)}`` per axis (circular spread on periodic axes)."""
+    n, d = points.shape
+    if periodic:
+        length = np.asarray(upper) - np.asarray(lower)
+        ang = 2 * np.pi * (points - lower) / length
+        r = np.hypot(np.mean(np.cos(ang), axis=0), np.mean(np.sin(ang), axis=0))
+        sigma = length / (2 * np.pi) * np.sqrt(-2.0 * np.log(np.clip(r, 1e-12, 1.0)))
+        sigma = np.minimum(sigma, length / np.sqrt(12.0))
+    else:
+        sigma = points.std(axis=0)
+    return sigma * n ** (-1.0 / (d + 4))
+
+
+def smooth_density(values: np.ndarray, grid, bandwidth) -> np.ndarray:
+    """Gaussian smoothing of nodal values (std ``bandwidth`` per axis, in the axis units).
+
+    Periodic axes wrap; reflecting axes mirror about the wall node (``mode='mirror'``), which keeps
+    the trapezoid mass of a symmetric kernel up to the discretisation.
+    """
+    sig = np.asarray(bandwidth, dtype=float) / grid.spacing
+    mode = "wrap" if grid.periodic else "mirror"
+    out = scipy.ndimage.gaussian_filter(values, sigma=sig, mode=mode, truncate=4.0)
+    return np.maximum(out, 0.0)
+
+
+class TrackDensityEstimator(TrackEstimatorMixin):
+    """Fit psi (and beta) to the density snapshots of tracks (cloud-in-cell + VSI).
+
+    Parameters
+    ----------
+    hermite_elements : 'auto', int or tuple of int
+        Hermite elements of psi; ``'auto'``: ``max(2, min(8, round(N / 5)))`` per axis for ``N`` FE elements.
+    fe_elements : 'auto', int or tuple of int
+        FE grid of the snapshots; ``'auto'``: ``clip(round((n / 10)^{1/d}), 8, 64)`` with ``n`` the
+        median number of observations per snapshot.
+    beta : float, optional
+        Fixed inverse temperature; None estimates it as ``beta_from`` says.
+    beta_from : {'increments', 'vsi'}
+        With ``beta=None``: from the mean squared increment, ``2 dt / beta = <|dx|^2> / d``
+        (default; the drift adds only ``O(dt)`` relative), or jointly in the VSI as the paper does
+        (``1/beta`` is then attenuated by the noise of the snapshots' gradients: on the 2-D
+        benchmark of docs/benchmarks.md it came out ~10x too large).
+    ridge : float or 'gcv', optional
+        Passed to :class:`~fpirl.identify.PotentialEstimator`.
+    stride : int
+        Frames between consecutive snapshots.
+    pool : int or 'auto'
+        Half-width ``w`` of the window of frames pooled into one snapshot; ``'auto'``: the
+        smallest ``w <= stride // 2`` giving the median snapshot at least :data:`MIN_POINTS`
+        observations. Only the longest run of consecutive snapshots with at least
+        :data:`MIN_POINTS` observations is used (snapshot times must be uniform).
+    smoothing : None, 'scott' or float or sequence of float
+        Kernel smoothing of the snapshots (bandwidth in the axis units).
+    time_scheme : {'midpoint', 'explicit'}
+    progress : bool
+
+    Attributes
+    ----------
+    coef_, beta_, hermite_, grid_, ridge_, residual_, settings_
+        As :class:`fpirl.identify.PotentialEstimator` (``grid_`` is the snapshot grid).
+    dt_ : float
+        The table's sampling interval (one MDP step); the snapshot spacing is ``stride * dt_``.
+    estimator_ : PotentialEstimator
+        The inner VSI fit.
+    pool_, bandwidth_, n_snapshots_
+        Pooling half-width used, mean smoothing bandwidth (or None), number of snapshots.
+    """
+
+    name = "density"
+
+    def __init__(self, hermite_elements="auto", fe_elements="auto", beta=None, beta_from="increments", ridge=None,
+                 stride=DEFAULT_STRIDE, pool="auto", smoothing=None, time_scheme="midpoint", progress=False):
+        self.hermite_elements = hermite_elements
+        self.fe_elements = fe_elements
+        self.beta = beta
+        self.beta_from = beta_from
+        self.ridge = ridge
+        self.stride = stride
+        self.pool = pool
+        self.smoothing = smoothing
+        self.time_scheme = time_scheme
+        self.progress = progress
+
+    # ------------------------------------------------------------------------------------
+    def snapshots(self, tracks: TrackTable) -> DensitySnapshots:
+        """The density snapshots of ``tracks`` on the FE grid (sets ``grid_``, ``pool_``, ``bandwidth_``)."""
+        tracks = check_tracks(tracks)
+        if tracks.n_obs == 0:
+            raise FpirlInputError("the track table is empty")
+        stride = self.stride
+        if isinstance(stride, bool) or int(stride) != stride or stride < 1:
+            raise FpirlInputError(f"stride must be a positive integer, got {stride!r}")
+        stride = int(stride)
+        frame = frame_index(tracks)
+        counts = np.bincount(frame)
+        n_frames = counts.size
+        snap_frames = np.arange(0, n_frames, stride)
+        if snap_frames.size < 2:
+            raise FpirlInputError(f"the tracks span {n_frames} frames: need at least two snapshots with stride {stride}")
+        csum = np.concatenate([[0], np.cumsum(counts)])
+
+        def pooled(w):
+            lo = np.clip(snap_frames - w, 0, n_frames)
+            hi = np.clip(snap_frames + w + 1, 0, n_frames)
+            return csum[hi] - csum[lo]
+
+        if self.pool == "auto":
+            w = 0
+            while np.median(pooled(w)) < MIN_POINTS and w < stride // 2:
+                w += 1
+        else:
+            if isinstance(self.pool, bool) or int(self.pool) != self.pool or self.pool < 0:
+                raise FpirlInputError(f"pool must be 'auto' or a non-negative integer, got {self.pool!r}")
+            w = int(self.pool)
+        n_snap = pooled(w)
+        ok = n_snap >= MIN_POINTS
+        if np.count_nonzero(ok) < 2:
+            raise FpirlInputError(f"fewer than two snapshots have {MIN_POINTS} observations; pool more frames")
+        # the longest run of consecutive usable snapshots (times must stay uniform)
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], ok.astype(np.int8), [0]])))
+        runs = edges.reshape(-1, 2)
+        first, last = runs[np.argmax(runs[:, 1] - runs[:, 0])]
+        if last - first < 2:
+            raise FpirlInputError(f"no two consecutive snapshots have {MIN_POINTS} observations; pool more frames")
+        snap_frames = snap_frames[first:last]
+        d = tracks.ndim
+        if isinstance(self.fe_elements, str):
+            if self.fe_elements != "auto":
+                raise FpirlInputError(f"fe_elements must be 'auto' or integers, got {self.fe_elements!r}")
+            n_med = float(np.median(n_snap[first:last]))
+            fe = (int(np.clip(np.rint((n_med / 10.0) ** (1.0 / d)), 8, 64)),) * d
+        else:
+            fe = check_elements(self.fe_elements, d, "fe_elements", 2)
+        grid = tracks.grid(fe)
+        order = np.argsort(frame, kind="stable")
+        fsorted = frame[order]
+        weights = grid.node_weights()
+        values = np.empty((snap_frames.size,) + grid.shape)
+        bandwidths = []
+        it = range(snap_frames.size)
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(it, desc="snapshots", unit="snapshot")
+        for k in it:
+            a, b = np.searchsorted(fsorted, [snap_frames[k] - w, snap_frames[k] + w + 1])
+            pts = tracks.values[order[a:b]]
+            mass = cloud_in_cell(grid, pts)
+            rho = mass / (pts.shape[0] * weights)
+            if self.smoothing is not None:
+                if isinstance(self.smoothing, str):
+                    if self.smoothing != "scott":
+                        raise FpirlInputError(f"smoothing must be None, 'scott' or a bandwidth, got {self.smoothing!r}")
+                    h = scott_bandwidth(pts, tracks.lower, tracks.upper, tracks.periodic)
+                else:
+                    h = np.broadcast_to(np.asarray(self.smoothing, dtype=float), (d,))
+                    if not np.all(np.isfinite(h)) or np.any(h < 0):
+                        raise FpirlInputError(f"smoothing bandwidth must be non-negative, got {self.smoothing!r}")
+                bandwidths.append(h)
+                rho = smooth_density(rho, grid, h)
+            values[k] = rho
+        self.grid_ = grid
+        self.pool_ = w
+        self.bandwidth_ = np.mean(bandwidths, axis=0) if bandwidths else None
+        self.n_snapshots_ = int(snap_frames.size)
+        times = tracks.time.min() + snap_frames * tracks.dt
+        return DensitySnapshots(grid, times, values)
+
+    def fit(self, tracks: TrackTable) -> "TrackDensityEstimator":
+        """Build the snapshots and fit psi (and beta) by the VSI."""
+        beta = check_beta(self.beta)
+        if self.beta_from not in ("increments", "vsi"):
+            raise FpirlInputError(f"beta_from must be 'increments' or 'vsi', got {self.beta_from!r}")
+        snaps = self.snapshots(tracks)
+        beta_source = "given" if beta is not None else self.beta_from
+        if beta is None and self.beta_from == "increments":
+            _, dx = tracks.increments()
+            msd = float(np.mean(dx * dx)) if dx.size else 0.0
+            if not msd > 0:
+                raise FpirlInputError("no increments to estimate beta from; give beta or beta_from='vsi'")
+            beta = 2.0 * tracks.dt / msd
+        grid = snaps.grid
+        if isinstance(self.hermite_elements, str):
+            if self.hermite_elements != "auto":
+                raise FpirlInputError(f"hermite_elements must be 'auto' or integers, got {self.hermite_elements!r}")
+            herm = tuple(max(2, min(8, int(round(n / 5)))) for n in grid.elements)
+        else:
+            herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1)
+        inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
+                                   time_scheme=self.time_scheme, progress=self.progress).fit(snaps)
+        self.estimator_ = inner
+        self.coef_ = inner.coef_
+        self.beta_ = inner.beta_
+        self.hermite_ = inner.hermite_
+        self.ridge_ = inner.ridge_
+        self.residual_ = inner.residual_
+        self.dt_ = float(tracks.dt)
+        settings = dict(inner.settings_)
+        settings.update(
+            estimator=self.name,
+            snapshot_stride=int(self.stride),
+            snapshot_pool=int(self.pool_),
+            n_snapshots=self.n_snapshots_,
+            smoothing="none" if self.smoothing is None else str(self.smoothing),
+            dt=float(tracks.dt),
+            snapshot_dt=float(snaps.dt),
+            beta_source=beta_source,
+            beta_estimated=int(beta_source != "given"),
+            fpirl_version=_version,
+        )
+        if self.bandwidth_ is not None:
+            settings["bandwidth"] = ",".join(f"{v:.4g}" for v in self.bandwidth_)
+        self.settings_ = settings
+        return self
