@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -40,12 +43,12 @@ def test_bounds_value_starting_with_dash_is_joined():
     assert join_negative_values(["--bounds", "--beta"]) == ["--bounds", "--beta"]  # a real option stays one
 
 
-def test_fit_table_then_plot(table, tmp_path, capsys):
+def test_fit_table_result(table, tmp_path, capsys):
     path, _ = table
     out = tmp_path / "r.nc"
     assert main(["fit", str(path), "-o", str(out), *COLS, *BOX, *FAST]) == 0  # --bounds -1:1,-1:1 as typed
-    line = capsys.readouterr().out.strip()
-    assert len(line.splitlines()) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    line = lines[0]  # the one-line summary (other lines may report diagnostics)
     for word in ("1860 observations", "60 tracks", "1800 transitions", "dt=0.002", "beta=", "(estimated)",
                  "Hermite elements 2,2 (fixed)", str(out)):
         assert word in line, line
@@ -55,7 +58,6 @@ def test_fit_table_then_plot(table, tmp_path, capsys):
             int(ds.attrs["table_stride"])) == ("id", "t", "s", "a", 1)
     assert ds.attrs["dt"] == pytest.approx(2e-3, rel=1e-12) and ds.attrs["boundary"] == "periodic"
     assert {"potential", "policy", "reward", "q_value"} <= set(ds.data_vars)
-    assert main(["plot", str(out), "-o", str(tmp_path / "r.png")]) == 0
 
 
 def test_fit_table_options_in_process(table, tmp_path, capsys):
@@ -159,3 +161,21 @@ def test_dropped_rows_warn_with_count(table, tmp_path):
     with pytest.warns(UserWarning, match=f"{n_out} of 1860 observations lie outside the bounds"):
         assert main(["fit", str(path), "-o", str(out), *COLS, "--bounds", "-0.9:0.9,-1:1", *FAST]) == 0
     assert read_result(out).attrs["table_observations"] == 1860 - n_out
+
+
+def test_readme_tracks_example(tmp_path, monkeypatch, capsys):
+    """The README's worked example: its CSV snippet, then its fit and plot commands as written
+    (plus a fixed ``--hermite-elements 2`` to skip the cross-validation and keep the test cheap)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "tracks.csv" in b]
+    shell = [b for b in re.findall(r"```bash\n(.*?)```", readme, flags=re.S) if "fpirl fit tracks.csv" in b]
+    assert len(code) == 1 and len(shell) == 1
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code[0], "README.md", "exec"), {})
+    lines = shell[0].replace("\\\n", " ").splitlines()
+    runs = [shlex.split(line)[1:] for line in lines if line.startswith("fpirl ")]
+    assert [r[0] for r in runs] == ["fit", "plot"]
+    assert main(runs[0] + ["--hermite-elements", "2", "--no-progress"]) == 0
+    assert "100500 observations, 500 tracks, 100000 transitions, dt=0.002" in capsys.readouterr().out
+    assert main(runs[1]) == 0
+    assert (tmp_path / "tracks_result.png").stat().st_size > 0
