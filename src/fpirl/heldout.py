@@ -202,3 +202,33 @@ def heldout_loglik(model, table, baselines: Baselines | None = None, kind: str |
     for name, fn in (extra or {}).items():
         per[name] = np.asarray(fn(tr), dtype=float)
     return HeldoutScore(tr.n, {k: float(np.mean(v)) for k, v in per.items()}, per, tr.track)
+
+
+def fit_time_diagnostics(tracks, random_state=0):
+    """What ``fpirl fit`` stores next to a model fitted on a track table: the fitted baselines
+    (:func:`fpirl.baselines.fit_baselines`) and the adequacy check (:class:`fpirl.adequacy.HelmholtzCheck`).
+
+    Either is skipped (with a warning) when the table is too small for it.
+
+    Returns
+    -------
+    attrs : dict
+        Result attrs ``baseline_*`` and ``adequacy_*``.
+    check : HelmholtzCheck or None
+    """
+    import warnings
+
+    from .adequacy import HelmholtzCheck
+    from .baselines import fit_baselines
+
+    attrs, check = {}, None
+    try:
+        attrs.update(fit_baselines(tracks).to_attrs())
+    except FpirlInputError as exc:
+        warnings.warn(f"baselines not fitted ({exc}); 'fpirl evaluate' will not work on this result", stacklevel=2)
+    try:
+        check = HelmholtzCheck(random_state=random_state).fit(tracks)
+        attrs.update(check.to_attrs())
+    except FpirlInputError as exc:
+        warnings.warn(f"model adequacy not checked ({exc})", stacklevel=2)
+    return attrs, check

@@ -20,6 +20,7 @@ from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one
 from .benchmark import add_benchmark_arguments, cmd_benchmark
 from .commands import (add_compare_arguments, add_demo_arguments, add_plot_arguments, add_simulate_arguments,
                        cmd_compare, cmd_demo, cmd_plot, cmd_simulate)
+from .evaluate import add_evaluate_arguments, cmd_evaluate
 from .fit import add_fit_arguments, cmd_fit, join_negative_values
 
 
@@ -30,6 +31,8 @@ from .fit import add_fit_arguments, cmd_fit, join_negative_values
 SUBCOMMANDS = [
     ("fit", "estimate the potential (and MDP) from density snapshots or trajectory tables", add_fit_arguments,
      cmd_fit),
+    ("evaluate", "held-out one-step log-likelihood of a fitted model and the baselines on a track table",
+     add_evaluate_arguments, cmd_evaluate),
     ("plot", "plot a result file", add_plot_arguments, cmd_plot),
     ("demo", "run the built-in synthetic example end to end", add_demo_arguments, cmd_demo),
     ("simulate", "simulate a fitted model forward (MDP map or FP PDE)", add_simulate_arguments, cmd_simulate),

@@ -218,6 +218,10 @@ def _fit_table(args, out) -> int:
         "table_observations": tracks.n_obs, "table_tracks": tracks.n_tracks,
         "table_transitions": len(tracks.pairs()[0]),
     })
+    from ..heldout import fit_time_diagnostics  # baselines for 'fpirl evaluate', the adequacy check
+
+    diagnostics, adequacy = fit_time_diagnostics(tracks)
+    extra.update(diagnostics)
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     elements = ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
@@ -227,4 +231,12 @@ def _fit_table(args, out) -> int:
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
         f"Hermite elements {elements} ({chosen}), ridge={est.ridge_:.3g}; wrote {out}"
     )
+    if adequacy is not None:
+        print(f"fpirl fit: model adequacy: {adequacy.summary()}")
+        if adequacy.violated_:
+            import warnings
+
+            warnings.warn(f"the drift is clearly not a gradient (non-gradient fraction {adequacy.fraction_:.2f}, "
+                          f"interval from {adequacy.interval_[0]:.2f}): psi, the policy and the reward describe only "
+                          "the gradient part of the motion", stacklevel=2)
     return EXIT_OK

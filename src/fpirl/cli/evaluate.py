@@ -1,0 +1,74 @@
+"""``fpirl evaluate``: held-out one-step predictive log-likelihood of a fitted model and the baselines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .._errors import FpirlInputError
+from ._common import EXIT_OK
+
+#: result attrs written by ``fpirl fit`` on a track table -> read_tracks keyword
+_TABLE_ATTRS = {"track": "table_track", "time": "table_time", "state": "table_state", "action": "table_action"}
+
+
+def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit' on a track table")
+    p.add_argument("tracks", metavar="TRACKS", help="held-out trajectory table (.csv or .parquet)")
+    cols = p.add_argument_group("columns (default: the ones the result was fitted with)")
+    cols.add_argument("--track", metavar="COL", help="track id column")
+    cols.add_argument("--time", metavar="COL", help="time column")
+    cols.add_argument("--state", metavar="C1,C2", help="state columns")
+    cols.add_argument("--action", metavar="C3,C4|velocity", help="action columns, or 'velocity'")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object {"transitions": n, "loglik": {"fpirl": x, "diffusion": y, '
+                   '"persistent_random_walk": z}}')
+
+
+def _columns(args, attrs) -> dict:
+    out = {}
+    for key, attr in _TABLE_ATTRS.items():
+        given = getattr(args, key)
+        stored = attrs.get(attr)
+        out[key] = given if given is not None else (None if stored is None else str(stored))
+    missing = [f"--{k}" for k in ("track", "time", "state") if not out[k]]
+    if missing:
+        raise FpirlInputError(f"the result does not record its table columns; give {', '.join(missing)}")
+    if out["action"] is not None and not out["action"].strip():
+        out["action"] = None
+    return out
+
+
+def cmd_evaluate(args) -> int:
+    import numpy as np
+
+    from ..heldout import heldout_loglik
+    from ..io import read_result
+    from ..tracks_io import read_tracks
+
+    ds = read_result(args.result)
+    cols = _columns(args, ds.attrs)
+    stride = int(np.asarray(ds.attrs.get("table_stride", 1)).reshape(()))
+    boundary = str(ds.attrs["boundary"])
+    bounds = None
+    if boundary == "periodic":  # positions are wrapped into the fitted period
+        from ..io import grid_from_dataset
+
+        grid = grid_from_dataset(ds, "potential")
+        bounds = list(zip(grid.lower, grid.upper))
+    table = read_tracks(args.tracks, track=cols["track"], time=cols["time"], state=cols["state"],
+                        action=cols["action"], boundary=boundary, bounds=bounds, stride=stride)
+    kind = "velocity" if cols["action"] == "velocity" else ("explicit" if cols["action"] else "none")
+    score = heldout_loglik(ds, table, kind=kind)
+    if args.json:
+        print(json.dumps(score.to_json()))
+        return EXIT_OK
+    print(f"fpirl evaluate: {score.transitions} held-out transitions (three consecutive observations) "
+          f"in {table.n_tracks} tracks of {args.tracks}")
+    print(f"{'model':<24}{'log-likelihood':>16}{'std. error':>12}{'vs fpirl':>10}")
+    for name, value in score.loglik.items():
+        diff = "" if name == "fpirl" else f"{value - score.loglik['fpirl']:+10.4f}"
+        print(f"{name:<24}{value:>16.4f}{score.standard_error(name):>12.4f}{diff:>10}")
+    print("(mean log-density of the next position in nats per transition, in the table's units; "
+          "standard errors over tracks)")
+    return EXIT_OK
