@@ -75,6 +75,13 @@ def test_fit_table_options_in_process(table, tmp_path, capsys):
     ds2 = read_result(out2)
     assert ds2.attrs["action_dims"] == "" and "policy" not in ds2 and ds2.attrs["boundary"] == "reflecting"
     assert ds2.attrs["table_action"] == ""
+    # the density estimator through the same options
+    out3 = tmp_path / "d.nc"
+    assert main(["fit", str(path), "-o", str(out3), *COLS, *BOX, *FAST, "--estimator", "density",
+                 "--time-scheme", "explicit"]) == 0
+    ds3 = read_result(out3)
+    assert ds3.attrs["estimator"] == "density" and ds3.attrs["source_kind"] == "tracks" and "policy" in ds3
+    assert ds3.attrs["solver_time_scheme"] == "explicit"
 
 
 def test_estimator_defaults_for_tables(table):
@@ -132,6 +139,8 @@ def _cases(tmp_path, df, valid_nc=None):
         "elements per axis": ([good, *COLS, *BOX, "--hermite-elements", "2,2,2"], ["3 values for 2 axes"]),
         "auto on density data": ([valid_nc, "--beta", "1", "--hermite-elements", "auto"], ["auto applies"]),
         "stride on density data": ([valid_nc, "--beta", "1", "--stride", "2"], ["--stride only apply"]),
+        "option of another estimator": ([good, *COLS, *BOX, "--estimator", "density", "--noise-correction"],
+                                        ["--noise-correction does not apply to --estimator density"]),
     }
 
 
