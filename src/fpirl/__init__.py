@@ -16,6 +16,9 @@ from .io import read_density, read_result, result_dataset, write_density, write_
 from .mdp import MDP, GaussianTransition, boltzmann_policy, inverse_bellman_reward, recover_mdp
 from .metrics import free_energy, free_energy_mdp, kl_divergence, l2_error, policy_kl, relative_l2_error
 from .simulate import histogram_density, mdp_density_map, sample_sde
+from .binning import cloud_in_cell
+from .tracks import TrackTable
+from .tracks_io import read_tracks
 
 __all__ = [
     "Axis",
@@ -31,8 +34,10 @@ __all__ = [
     "SpectralSolver",
     "TRACK_ESTIMATORS",
     "TrackDensityEstimator",
+    "TrackTable",
     "__version__",
     "boltzmann_policy",
+    "cloud_in_cell",
     "free_energy",
     "free_energy_mdp",
     "histogram_density",
@@ -43,6 +48,7 @@ __all__ = [
     "policy_kl",
     "read_density",
     "read_result",
+    "read_tracks",
     "recover_mdp",
     "relative_l2_error",
     "result_dataset",
