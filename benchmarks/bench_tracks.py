@@ -1,0 +1,209 @@
+"""Track estimators on simulated tracks (issue: trajectories in; docs/benchmarks.md, section "Track estimators").
+
+Acceptance case: 2-D periodic box [-1, 1]^2, beta = 4, dt = 2e-3, 2000 tracks x 400 steps, uniform
+start, psi = 0.45 sin(pi x) + 0.35 cos(pi y) + 0.2 cos(pi (x + y)), positions wrapped, tracks made
+by the Euler-Maruyama sampler fpirl.simulate.sample_sde (independent of the estimators).
+Error: relative L2 of psi (means removed) on a 100 x 100 grid.
+
+Parts (``--part``):
+  acceptance  increments with automatic resolution, every fixed resolution, density estimator
+  cvrule      the '1se' and 'min' CV rules against the best fixed resolution, several seeds and sizes
+  tracks      error against the number of tracks (10^2 .. 10^5) for both estimators
+  stride      density estimator: error against the snapshot stride
+  all         everything
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_tracks.py --part all   # numbers: benchmarks/results/bench_tracks.json
+                                                             # figure: docs/figures/bench_tracks.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fpirl.estimators import IncrementsEstimator, TrackDensityEstimator
+from fpirl.simulate import sample_sde
+from fpirl.tracks import TrackTable
+
+PI = np.pi
+BETA, DT, LOWER, UPPER = 4.0, 2e-3, np.array([-1.0, -1.0]), np.array([1.0, 1.0])
+
+
+def psi(x):
+    return 0.45 * np.sin(PI * x[..., 0]) + 0.35 * np.cos(PI * x[..., 1]) + 0.2 * np.cos(PI * (x[..., 0] + x[..., 1]))
+
+
+def grad(x):
+    s = 0.2 * PI * np.sin(PI * (x[..., 0] + x[..., 1]))
+    return np.stack([0.45 * PI * np.cos(PI * x[..., 0]) - s, -0.35 * PI * np.sin(PI * x[..., 1]) - s], axis=-1)
+
+
+def simulate(n_tracks, steps, seed):
+    rng = np.random.default_rng(seed)
+    x = sample_sde(grad, BETA, rng.uniform(LOWER, UPPER, (n_tracks, 2)), DT, steps, rng, LOWER, UPPER, "periodic")
+    values = x.transpose(1, 0, 2).reshape(-1, 2)
+    seg = np.repeat(np.arange(n_tracks), steps + 1)
+    time_ = np.tile(np.arange(steps + 1) * DT, n_tracks)
+    return TrackTable(values, seg, seg, time_, DT, ("x", "y"), ("state", "state"), LOWER, UPPER, "periodic")
+
+
+_G = np.linspace(-1, 1, 101)[:-1]
+_MESH = np.stack(np.meshgrid(_G, _G, indexing="ij"), axis=-1)
+_TRUE = psi(_MESH) - psi(_MESH).mean()
+
+
+def error(est) -> float:
+    p = est.potential(_MESH)
+    p = p - p.mean()
+    return float(np.sqrt(np.mean((p - _TRUE) ** 2) / np.mean(_TRUE**2)))
+
+
+def timed(factory, tracks):
+    t = time.perf_counter()
+    est = factory().fit(tracks)
+    return est, time.perf_counter() - t
+
+
+def load() -> str:
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def part_acceptance(out: Path) -> dict:
+    tracks = simulate(2000, 400, 1)
+    res = {"load_before": load(), "fixed": {}}
+    for e in range(2, 9):
+        est, t = timed(lambda: IncrementsEstimator(hermite_elements=e), tracks)
+        res["fixed"][e] = {"error": error(est), "beta": est.beta_, "seconds": t}
+    est, t = timed(lambda: IncrementsEstimator(), tracks)
+    cv = est.cv_
+    res["auto"] = {"error": error(est), "beta": est.beta_, "seconds": t, "elements": cv["chosen_elements"],
+                   "ridge": cv["chosen_ridge"], "best_cv_elements": cv["best_elements"]}
+    best = min(v["error"] for v in res["fixed"].values())
+    res["auto"]["vs_best_fixed"] = res["auto"]["error"] / best
+    den, t = timed(lambda: TrackDensityEstimator(), tracks)
+    res["density"] = {"error": error(den), "beta": den.beta_, "seconds": t,
+                      "settings": {k: den.settings_[k] for k in ("fe_elements", "hermite_elements", "snapshot_stride")}}
+    den_fixed, t = timed(lambda: TrackDensityEstimator(beta=BETA), tracks)
+    res["density_beta_given"] = {"error": error(den_fixed), "seconds": t}
+    den_vsi, t = timed(lambda: TrackDensityEstimator(beta_from="vsi"), tracks)
+    res["density_beta_vsi"] = {"error": error(den_vsi), "beta": den_vsi.beta_, "seconds": t}
+    res["load_after"] = load()
+    res["cv_curve"] = {"elements": cv["elements"].tolist(), "ridge": cv["ridge"].tolist(),
+                       "score": cv["score"].tolist(), "std": cv["std"].tolist()}
+    return res
+
+
+def part_cvrule(out: Path) -> dict:
+    rows = []
+    for n_tracks, steps in ((100, 400), (300, 400), (2000, 400)):
+        for seed in range(3):
+            tracks = simulate(n_tracks, steps, 100 + seed)
+            fixed = {e: error(IncrementsEstimator(hermite_elements=e, ridge=r).fit(tracks))
+                     for e in range(2, 9) for r in (1e-4,)}
+            row = {"n_tracks": n_tracks, "seed": seed, "best_fixed": min(fixed.values()),
+                   "best_fixed_elements": min(fixed, key=fixed.get)}
+            for rule in ("1se", "min"):
+                est = IncrementsEstimator(cv_rule=rule).fit(tracks)
+                row[rule] = error(est)
+                row[rule + "_elements"] = est.cv_["chosen_elements"]
+            rows.append(row)
+            print(row, flush=True)
+    return {"rows": rows}
+
+
+def part_tracks(out: Path) -> dict:
+    rows = []
+    for n_tracks, steps in ((100, 400), (300, 400), (1000, 400), (3000, 400), (10000, 400), (100000, 40)):
+        tracks = simulate(n_tracks, steps, 7)
+        inc, ti = timed(lambda: IncrementsEstimator(), tracks)
+        den, td = timed(lambda: TrackDensityEstimator(), tracks)
+        row = {"n_tracks": n_tracks, "steps": steps, "increments": error(inc), "increments_s": ti,
+               "increments_elements": inc.cv_["chosen_elements"], "density": error(den), "density_s": td,
+               "density_stride": den.settings_["snapshot_stride"], "load": load()}
+        rows.append(row)
+        print(row, flush=True)
+    return {"rows": rows}
+
+
+def part_stride(out: Path) -> dict:
+    rows = []
+    for n_tracks in (300, 2000):
+        for seed in range(3):
+            tracks = simulate(n_tracks, 400, 200 + seed)
+            for stride in (1, 2, 5, 10, 20, 40):
+                den = TrackDensityEstimator(stride=stride).fit(tracks)
+                rows.append({"n_tracks": n_tracks, "seed": seed, "stride": stride, "error": error(den),
+                             "pool": den.pool_})
+            print(rows[-6:], flush=True)
+    return {"rows": rows}
+
+
+def figure(results: dict, path: Path):
+    from matplotlib.figure import Figure
+
+    panels = [k for k in ("acceptance", "tracks", "stride") if k in results]
+    fig = Figure(figsize=(4.2 * len(panels), 3.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(panels)))
+    for ax, key in zip(axes, panels):
+        r = results[key]
+        if key == "acceptance":
+            cv = r["cv_curve"]
+            score = np.asarray(cv["score"])
+            std = np.asarray(cv["std"])
+            for j, ridge in enumerate(cv["ridge"]):
+                ax.errorbar(cv["elements"], score[:, j] - score.max(), yerr=std[:, j] / np.sqrt(5), capsize=2,
+                            label=f"ridge {ridge:g}")
+            ax.set_xlabel("Hermite elements per axis")
+            ax.set_ylabel("held-out log-lik. - best (nats/transition)")
+            ax.set_title(f"CV curve (chose {r['auto']['elements']})", fontsize=9)
+            ax.legend(fontsize=7)
+        elif key == "tracks":
+            n = [row["n_tracks"] for row in r["rows"]]
+            ax.loglog(n, [row["increments"] for row in r["rows"]], "o-", label="increments (auto)")
+            ax.loglog(n, [row["density"] for row in r["rows"]], "s-", label="density")
+            ax.set_xlabel("tracks (400 steps; 10^5: 40 steps)")
+            ax.set_ylabel("relative L2 error of psi")
+            ax.set_title("error vs number of tracks", fontsize=9)
+            ax.legend(fontsize=7)
+        else:
+            rows = r["rows"]
+            for n_tr in sorted({row["n_tracks"] for row in rows}):
+                strides = sorted({row["stride"] for row in rows})
+                mean = [np.mean([row["error"] for row in rows if row["n_tracks"] == n_tr and row["stride"] == s])
+                        for s in strides]
+                ax.semilogx(strides, mean, "o-", label=f"{n_tr} tracks")
+            ax.set_xlabel("snapshot stride (frames)")
+            ax.set_ylabel("relative L2 error of psi (mean of 3 seeds)")
+            ax.set_title("density estimator vs stride", fontsize=9)
+            ax.legend(fontsize=7)
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", default="acceptance", choices=("acceptance", "cvrule", "tracks", "stride", "all"))
+    ap.add_argument("--out", default="benchmarks/results", help="JSON of the numbers (kept between parts)")
+    ap.add_argument("--figure", default="docs/figures/bench_tracks.png")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = ("acceptance", "cvrule", "tracks", "stride") if args.part == "all" else (args.part,)
+    store = out / "bench_tracks.json"
+    results = json.loads(store.read_text()) if store.exists() else {}
+    for p in parts:
+        results[p] = globals()[f"part_{p}"](out)
+        store.write_text(json.dumps(results, indent=1, default=float))
+        print(p, json.dumps(results[p], indent=1, default=float)[:3000], flush=True)
+    Path(args.figure).parent.mkdir(parents=True, exist_ok=True)
+    figure(results, Path(args.figure))
+
+
+if __name__ == "__main__":
+    main()
