@@ -7,8 +7,8 @@ columns. The rules (also in docs/formats.md):
   consecutive observations of the same track. Every such difference must be a whole multiple
   ``m dt`` within ``time_tolerance * dt``; ``m > 1`` means missing frames and splits the track into
   *segments* (a transition never spans a gap). ``dt`` is then refined to the total time spanned by
-  the tracks divided by their total number of frame steps. Rows of one track must appear in increasing time
-  (tracks may be interleaved, e.g. one row per agent and frame).
+  the tracks divided by their total number of frame steps. Rows of one track must appear in
+  increasing time (tracks may be interleaved, e.g. one row per agent and frame).
 * **Stride.** ``stride=K`` keeps the frames ``0, K, 2K, ...`` of every track (frame index counted
   from the track's first observation); ``dt`` becomes ``K dt``.
 * **Velocity actions.** ``action='velocity'`` derives ``a_k = (s_k - s_{k-1}) / dt`` (backward
@@ -92,6 +92,16 @@ def _check_bounds(bounds, names) -> tuple[np.ndarray, np.ndarray]:
     return arr[:, 0].copy(), arr[:, 1].copy()
 
 
+class _RowNumbers:
+    """1-based file row of a position in the (possibly reordered) arrays, for error messages."""
+
+    def __init__(self, order=None):
+        self.order = order
+
+    def __call__(self, i) -> int:
+        return int(i if self.order is None else self.order[i]) + 1
+
+
 def _first_nonfinite(values: np.ndarray, columns, rows, what: str):
     bad = ~np.isfinite(values)
     if values.ndim == 1:
@@ -151,8 +161,8 @@ def _frames(codes, t, ids, rows, dt, tol):
     if np.any(off):
         i = int(np.flatnonzero(off)[0])
         raise FpirlInputError(
-            f"track {_track_name(ids, codes[i])}: time step {dtime[i]:g} at row {rows(i + 1)} is not a whole multiple of "
-            f"the sampling interval dt={dt:g} (tolerance {tol:g} dt)"
+            f"track {_track_name(ids, codes[i])}: time step {dtime[i]:g} at row {rows(i + 1)} is not a whole "
+            f"multiple of the sampling interval dt={dt:g} (tolerance {tol:g} dt)"
         )
     inc = np.zeros(codes.size, dtype=np.int64)
     inc[1:] = np.where(same, steps, 0)
@@ -248,7 +258,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     if n_rows == 0:
         raise FpirlInputError(f"{str(path)!r} is an empty table (a header but no rows)")
     ids = cols.track_ids
-    rows = lambda i: int(i) + 1  # noqa: E731 - row numbers before sorting
+    rows = _RowNumbers()
     t = cols.numeric.pop(time)
     _first_nonfinite(t, [time], rows, "time")
     data_cols = states + actions
@@ -258,13 +268,13 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     _first_nonfinite(x, data_cols, rows, "position" if not actions else "value")
     codes = cols.codes
     del cols
-    order = None
     if np.any(codes[1:] < codes[:-1]):  # interleaved tracks: group rows by track, file order within
         order = np.argsort(codes, kind="stable")
         codes, t, x = codes[order], t[order], x[order]
-        rows = lambda i: int(order[i]) + 1  # noqa: E731
+        rows = _RowNumbers(order)
+        del order
     dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance))
-    del rows, order
+    del rows
 
     if stride > 1:
         keep = frame % stride == 0
