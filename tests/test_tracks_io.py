@@ -145,9 +145,9 @@ GOOD = {"id": [1, 1, 1, 2, 2], "t": [0.0, 1, 2, 0, 1], "x": [0.1, 0.2, 0.3, 0.4,
     ({}, {"state": "x", "action": "x"}, ["more than one role"]),
     ({"x": [0.5] * 5}, {}, ["constant", "give bounds"]),
 ])
-@pytest.mark.parametrize("name", ["bad.csv", "bad.parquet"])
-def test_bad_tables_one_line_errors(tmp_path, change, kwargs, words, name):
-    kw = {"track": "id", "time": "t", "state": "x", **kwargs}
+@pytest.mark.parametrize("name, engine", [("bad.csv", "auto"), ("bad.csv", "pandas"), ("bad.parquet", "auto")])
+def test_bad_tables_one_line_errors(tmp_path, change, kwargs, words, name, engine):
+    kw = {"track": "id", "time": "t", "state": "x", "engine": engine, **kwargs}
     df = pd.DataFrame({**GOOD, **change})
     if name.endswith(".parquet") and any(isinstance(v, str) for v in df.get("t", [])):
         df["t"] = df["t"].astype(str)

@@ -61,7 +61,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="discount factor in [0, 1) for the reward (default 0.99); Q-value, policy and "
                    "reward are recovered whenever the data have state and action axes")
     p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default=None,
-                   help="time discretisation of the weak-form residual (density data; default midpoint)")
+                   help="time discretisation of the weak-form residual (density data and --estimator density; "
+                   "default midpoint)")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
                    help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
