@@ -297,8 +297,8 @@ def read_density(path) -> DensitySnapshots:
     """Read a density dataset (netCDF) into validated :class:`DensitySnapshots`.
 
     Raises :class:`FpirlInputError` with a one-line message for missing or unreadable files,
-    unknown file types, trajectory tables (read those with :func:`fpirl.tracks_io.read_tracks`), missing variables or attributes,
-    wrong dims, coordinates that are non-uniform or disagree with ``lower``/``upper``, NaN or
+    unknown file types, trajectory tables (read those with :func:`fpirl.tracks_io.read_tracks`),
+    missing variables or attributes, wrong dims, coordinates that are non-uniform or disagree with ``lower``/``upper``, NaN or
     negative density, fewer than two snapshots and non-uniform times.
     """
     path = Path(path)
