@@ -298,8 +298,8 @@ def read_density(path) -> DensitySnapshots:
 
     Raises :class:`FpirlInputError` with a one-line message for missing or unreadable files,
     unknown file types, trajectory tables (read those with :func:`fpirl.tracks_io.read_tracks`),
-    missing variables or attributes, wrong dims, coordinates that are non-uniform or disagree with ``lower``/``upper``, NaN or
-    negative density, fewer than two snapshots and non-uniform times.
+    missing variables or attributes, wrong dims, coordinates that are non-uniform or disagree with
+    ``lower``/``upper``, NaN or negative density, fewer than two snapshots and non-uniform times.
     """
     path = Path(path)
     kind = data_kind(path)
