@@ -50,7 +50,7 @@ def test_one_se_rule_never_finer_than_min(rough, fitted):
 
 def test_cv_curve_lands_in_the_result(fitted):
     extra = fitted.result_extra()
-    assert set(extra) == {"cv_score", "cv_score_std"}
+    assert set(extra) == {"cv_score", "cv_score_std", "cv_score_se"}
     score = extra["cv_score"]
     assert isinstance(score, xr.DataArray) and score.dims == ("cv_elements", "cv_ridge")
     assert np.all(np.isfinite(score.values)) and np.all(extra["cv_score_std"].values >= 0)
@@ -80,3 +80,15 @@ def test_candidates_capped_by_data_and_size():
     assert candidate_elements(2, True, 2000, 1600, None) == [2, 3, 4, 5]
     assert candidate_elements(4, False, 10**7, 1600, None) == [2]  # 3 elements: 8^4 = 4096 coefficients
     assert candidate_elements(1, True, 10, 1600, None) == [2]  # nothing fits: the smallest
+
+
+def test_cv_curve_round_trips_and_is_plotted(fitted, tmp_path):
+    from fpirl.io import read_result, write_result
+    from fpirl.plotting import plot_result
+
+    path = write_result(tmp_path / "r.nc", result_dataset(fitted, extra=fitted.result_extra()))
+    ds = read_result(path)
+    np.testing.assert_allclose(ds["cv_score"].values, fitted.cv_["score"])
+    assert int(ds["cv_score"].attrs["chosen_elements"]) == fitted.cv_["chosen_elements"]
+    png = plot_result(ds, tmp_path / "r.png")
+    assert png.stat().st_size > 1000

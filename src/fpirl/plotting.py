@@ -208,6 +208,26 @@ def plot_potential_comparison(grid: Grid, psi_true, psi_fit, path, title: str | 
     return _save(fig, path)
 
 
+def _draw_cv_curve(ax, result):
+    """Cross-validation curve of a track fit: held-out score per resolution, one line per ridge,
+    error bars the paired standard error of the difference to the best candidate."""
+    score = result["cv_score"].transpose("cv_elements", "cv_ridge")
+    se = result["cv_score_se"].transpose("cv_elements", "cv_ridge").values if "cv_score_se" in result else None
+    elements = score["cv_elements"].values
+    best = float(np.nanmax(score.values))
+    for j, ridge in enumerate(score["cv_ridge"].values):
+        yerr = None if se is None else se[:, j]
+        ax.errorbar(elements, score.values[:, j] - best, yerr=yerr, capsize=2, marker="o", ms=3,
+                    label=f"ridge {float(ridge):g}")
+    chosen = score.attrs.get("chosen_elements")
+    if chosen is not None:
+        ax.axvline(float(chosen), color="0.5", ls="--", lw=0.8)
+    ax.set_xlabel("Hermite elements per axis")
+    ax.set_ylabel("held-out log-lik. - best\n(nats per transition)")
+    ax.set_title(f"cross-validation ({score.attrs.get('rule', '')})", fontsize=9)
+    ax.legend(fontsize=7)
+
+
 def plot_result(result, path) -> Path:
     """Plot a result dataset: potential, policy and reward (whichever are present).
 
@@ -216,15 +236,19 @@ def plot_result(result, path) -> Path:
     """
     grid = grid_from_dataset(result, "potential")
     panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
+    has_cv = "cv_score" in result.data_vars  # track fits with automatic resolution
+    n_panels = len(panels) + int(has_cv)
     w, h = _panel_size(grid)
-    ncols = min(2, len(panels)) if grid.ndim >= 3 else len(panels)
-    nrows = int(np.ceil(len(panels) / ncols))
+    ncols = min(2, n_panels) if grid.ndim >= 3 else n_panels
+    nrows = int(np.ceil(n_panels / ncols))
     fig = Figure(figsize=(ncols * w, nrows * h), layout="constrained")
     axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
     for ax, (key, title, cmap) in zip(axes, panels):
         values = np.asarray(result[key].transpose(*grid.names).values)
         _draw_field(fig, ax, grid, values, title, cmap=cmap)
-    for ax in axes[len(panels):]:
+    if has_cv:
+        _draw_cv_curve(axes[len(panels)], result)
+    for ax in axes[n_panels:]:
         ax.set_visible(False)
     beta = result.attrs.get("beta")
     sup = f"fpirl result: {grid!r}"

@@ -343,7 +343,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
         return float(np.mean(r * r)) + 2.0 * cov
 
     def result_extra(self) -> dict:
-        """The CV curve as DataArrays (``cv_score``, ``cv_score_std`` over ``cv_elements`` x ``cv_ridge``)."""
+        """The CV curve as DataArrays over ``cv_elements`` x ``cv_ridge``: ``cv_score`` (mean held-out
+        log-likelihood, nats per transition), ``cv_score_std`` (its std over folds) and ``cv_score_se``
+        (paired standard error of the difference to the best, what the '1se' rule uses)."""
         self._check_fitted()
         if self.cv_ is None:
             return {}
@@ -356,4 +358,6 @@ class IncrementsEstimator(TrackEstimatorMixin):
                                      attrs={"long_name": "held-out increment log-likelihood (mean over folds)", **attrs}),
             "cv_score_std": xr.DataArray(cv["std"], coords=coords, dims=("cv_elements", "cv_ridge"),
                                          attrs={"long_name": "std over folds of the held-out log-likelihood"}),
+            "cv_score_se": xr.DataArray(cv["se_paired"], coords=coords, dims=("cv_elements", "cv_ridge"),
+                                        attrs={"long_name": "standard error of the per-fold difference to the best"}),
         }

@@ -96,7 +96,8 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
     -------
     dict
         ``elements`` (n_e,), ``ridge`` (n_r,), ``score`` and ``std`` (n_e, n_r) (mean and standard
-        deviation over folds of the held-out log-likelihood, nats per transition), ``fold_scores``
+        deviation over folds of the held-out log-likelihood, nats per transition), ``se_paired``
+        (n_e, n_r) (standard error of the per-fold difference to the best candidate), ``fold_scores``
         (n_e, n_r, K), ``chosen_elements``, ``chosen_ridge``, ``best_elements``, ``best_ridge``,
         ``rule``, ``folds`` and ``system`` (the normal equations of all transitions at the chosen
         resolution, so the final fit needs no further pass over the data).
@@ -130,9 +131,9 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
     std = scores.std(axis=2, ddof=1) if n_folds > 1 else np.zeros_like(mean)
     best = np.unravel_index(int(np.argmax(mean)), mean.shape)
     chosen = best
+    diff = scores - scores[best][None, None, :]
+    se = diff.std(axis=2, ddof=1) / np.sqrt(n_folds)  # paired standard error of the difference to the best
     if rule == "1se":
-        diff = scores - scores[best][None, None, :]
-        se = diff.std(axis=2, ddof=1) / np.sqrt(n_folds)
         ok = mean >= mean[best] - se
         # coarsest resolution first, then the largest ridge
         for i in range(len(elements)):
@@ -145,6 +146,7 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
         "ridge": np.asarray(ridges, dtype=float),
         "score": mean,
         "std": std,
+        "se_paired": se,
         "fold_scores": scores,
         "chosen_elements": int(elements[chosen[0]]),
         "chosen_ridge": float(ridges[chosen[1]]),
