@@ -137,8 +137,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
         Folds (of whole tracks) for ``'auto'``.
     cv_elements : sequence of int, optional
         Candidate elements per axis for ``'auto'`` (default by dimension, capped by the data).
-    cv_rule : {'1se', 'min'}
-        Paired one-standard-error rule (default) or the best mean score.
+    cv_rule : {'min', '1se'}
+        The best mean held-out score (default) or the paired one-standard-error rule (coarser;
+        it lost accuracy on the benchmark of docs/benchmarks.md).
     fe_elements : int or tuple, optional
         Elements of the FE grid the result is written on (default
         :func:`~fpirl.estimators._base.default_result_elements`).
@@ -160,7 +161,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
     name = "increments"
 
     def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
-                 walls="mirror", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="1se", fe_elements=None, random_state=0, progress=False):
+                 walls="mirror", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False):
         self.hermite_elements = hermite_elements
         self.beta = beta
         self.ridge = ridge
@@ -286,6 +287,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.residual_ = float(np.sqrt(rss / system.c)) if system.c > 0 else 0.0
         self.dt_ = dt
         self.n_transitions_ = int(system.n_transitions)
+        self.system_ = system  # normal equations, for fpirl.uncertainty.increments_posterior
         self.settings_ = {
             "estimator": self.name,
             "hermite_elements": ",".join(map(str, elements)),

@@ -16,11 +16,14 @@ transition (eq. ``SDE`` sampled with Euler-Maruyama), with the increment varianc
 .. math::
     \ell_f = -\frac{|D|}{2}\log(2\pi\sigma^2) - \frac{\mathrm{RSS}_f\,\Delta t^2}{2\sigma^2 n_f}.
 
-Selection rule (``cv_rule``): ``'min'`` takes the best mean score; ``'1se'`` takes the coarsest
+Selection rule (``cv_rule``): ``'min'`` (default) takes the best mean score; ``'1se'`` takes the coarsest
 resolution (then the largest ridge) whose mean score is within one standard error of the best,
 the standard error being that of the *paired* per-fold difference to the best candidate (the
 fold-to-fold spread of the raw scores is mostly noise shared by all candidates, so the unpaired
-rule would always pick the coarsest model). See docs/method.md for the measured comparison.
+rule would always pick the coarsest model). On the 2-D benchmark (docs/benchmarks.md) ``'1se'``
+picked 2 elements where 3 were better in 2 of 3 seeds with 2000 tracks (error 1.21x the best fixed
+resolution on average, against 1.13x for ``'min'``), and both agreed with fewer tracks; hence
+``'min'``.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ CV_RIDGES = (1e-6, 1e-4, 1e-3, 1e-2)
 CV_ELEMENTS = {1: tuple(range(2, 13)), 2: tuple(range(2, 9)), 3: (2, 3, 4, 5), 4: (2, 3, 4)}
 #: At least this many regression rows per Hermite coefficient for a candidate to be tried.
 MIN_ROWS_PER_COEF = 20
-CV_RULES = ("1se", "min")
+CV_RULES = ("min", "1se")
 
 
 def solve_increments(system: IncrementSystem, P: np.ndarray, m: np.ndarray, ridge: float):
@@ -89,7 +92,7 @@ def _loglik(rss: float, n_trans: int, n_drift: int, var_v: float, dt: float) -> 
 
 
 def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of_row, n_folds, dt,
-                   elements, ridges, beta=None, rule="1se", progress=False, row_weights=None) -> dict:
+                   elements, ridges, beta=None, rule="min", progress=False, row_weights=None) -> dict:
     """K-fold CV over ``elements x ridges``; returns the curve and the chosen pair (see the module doc).
 
     Returns
