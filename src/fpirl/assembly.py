@@ -191,6 +191,60 @@ def placement_contraction(X: np.ndarray, tables, n_marks: int, progress=None) ->
     return states[(1,) * n_marks]
 
 
+def _nonzero_rows(v: dict) -> np.ndarray:
+    """Rows ``(i, i')`` of the 1-D pair tables that are not identically zero (overlapping supports)."""
+    return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
+
+
+def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
+    """``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` using ``A = A^T``.
+
+    ``M_{a a'} = M_{a' a}^T``, so ``A = X + X^T`` with ``X = sum_{a<a'} M_{aa'} + 1/2 sum_a M_{aa}``:
+    a walk over the axes with three states (no mark placed, the first mark placed, both placed)
+    needs 5 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
+    dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
+
+    Layout: each state is a matrix ``(5 n_b, rest)`` with the axis being contracted first; all
+    tables applied to one state are stacked, so an axis costs three GEMMs
+    ``[V; V'; V''] (r x 5 n_b) @ X (5 n_b x rest)`` with long rows (one multithreaded BLAS call
+    each), followed by a transposed copy that moves the finished pair index to the end.
+
+    Returns
+    -------
+    ndarray, shape ``(n_dofs_1**2, ..., n_dofs_d**2)``
+        ``X`` (not yet symmetrised) at the pair indices ``i_b * n_dofs_b + i'_b`` per axis.
+    """
+    d = S.ndim
+    rows = [_nonzero_rows(v) for v in vtables]
+    t0, tf, td = S.reshape(S.shape[0], -1), None, None
+    for b in range(d):
+        v = {k: m[rows[b]] for k, m in vtables[b].items()}
+        r, last = rows[b].size, b == d - 1
+        # rows of y: [done | first mark placed | no mark], from the three incoming states
+        y = np.vstack([0.5 * v[(1, 1)]] + ([] if last else [v[(1, 0)], v[(0, 0)]])) @ t0
+        del t0
+        if tf is not None:
+            y[: (1 if last else 2) * r] += np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])) @ tf
+        del tf
+        if td is not None:
+            y[:r] += v[(0, 0)] @ td
+        del td
+        outs = [np.ascontiguousarray(y[i * r : (i + 1) * r].T) for i in range(len(y) // r)]  # pair index last
+        del y
+        if last:
+            td = outs[0]
+        else:
+            nxt = S.shape[b + 1]
+            td, tf, t0 = (o.reshape(nxt, -1) for o in outs)
+        del outs
+        if progress is not None:
+            progress.update(1)
+    td = td.reshape(tuple(r.size for r in rows))  # (r_0, ..., r_{d-1})
+    out = np.zeros(tuple(len(next(iter(v.values()))) for v in vtables))
+    out[np.ix_(*rows)] = td
+    return out
+
+
 @dataclass
 class NormalEquations:
     """Normal equations of eq. vsi_regression.
@@ -226,42 +280,65 @@ def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndar
     return pbar, (values[1:] - values[:-1]) / dt
 
 
-def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
-    """Banded ``S[n_1, delta_1, ..., n_d, delta_d] = sum_k pbar_k[n] pbar_k[n + delta]``."""
+def _padded_last(pbar: np.ndarray, periodic: bool, halo: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(Q, Qp)``: snapshots moved to the last axis, and the same padded by ``halo`` nodes per axis."""
     d = pbar.ndim - 1
-    shape = pbar.shape[1:]
-    S = np.empty((len(OFFSETS_S),) * d + shape)
-    flat = pbar.reshape(pbar.shape[0], -1)
-    offsets = list(itertools.product(range(len(OFFSETS_S)), repeat=d))
-    done = set()
-    for idx in offsets:
-        if idx in done:
-            continue
-        delta = tuple(OFFSETS_S[i] for i in idx)
-        shifted = _shift_nd(pbar, tuple(-s for s in delta), periodic, first_axis=1)
-        S[idx] = np.einsum("kn,kn->n", flat, shifted.reshape(flat.shape)).reshape(shape)
-        # symmetry: S[n, -delta] = S[n - delta, delta]
-        mirror = tuple(len(OFFSETS_S) - 1 - i for i in idx)
-        if mirror not in done and mirror != idx:
-            S[mirror] = _shift_nd(S[idx], delta, periodic)
-            done.add(mirror)
-        done.add(idx)
+    Q = np.ascontiguousarray(np.moveaxis(pbar, 0, -1))
+    Qp = np.pad(Q, [(halo, halo)] * d + [(0, 0)], mode="wrap" if periodic else "constant")
+    return Q, Qp
+
+
+def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: int, out: np.ndarray) -> None:
+    """``out[idx][n] = sum_k left[n, k] right[n + delta(idx), k]`` for the offset indices ``idx``.
+
+    ``left`` has shape ``(*shape, K)`` and ``right_padded`` the same padded by ``halo`` per axis;
+    ``offsets`` lists index tuples ``idx`` with ``delta = idx - halo``. The loop runs over slices
+    of the first axis so that each product stays in cache (the snapshot axis is contiguous).
+    """
+    shape = left.shape[:-1]
+    d = len(shape)
+    sub = "".join(chr(ord("a") + b) for b in range(d - 1))
+    expr = f"{sub}k,{sub}k->{sub}"
+    for a in range(shape[0]):
+        la = left[a]
+        for idx in offsets:
+            sl = (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
+            out[idx + (a,)] = np.einsum(expr, la, right_padded[sl])
+
+
+def _interleave(M: np.ndarray, d: int, width: int) -> np.ndarray:
+    """``(width,)*d + shape`` -> ``(n_1 width, ..., n_d width)`` with the offset fastest per axis."""
     order = [ax for b in range(d) for ax in (d + b, b)]
-    return np.ascontiguousarray(S.transpose(order)).reshape(tuple(n * len(OFFSETS_S) for n in shape))
+    return np.ascontiguousarray(M.transpose(order)).reshape(tuple(n * width for n in M.shape[d:]))
+
+
+def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
+    """Banded ``S[n_1, delta_1, ..., n_d, delta_d] = sum_k pbar_k[n] pbar_k[n + delta]``.
+
+    Half of the ``5^d`` offsets come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``.
+    """
+    d = pbar.ndim - 1
+    n5 = len(OFFSETS_S)
+    S = np.empty((n5,) * d + pbar.shape[1:])
+    Q, Qp = _padded_last(pbar, periodic, 2)
+    half = [idx for idx in itertools.product(range(n5), repeat=d) if idx <= tuple(n5 - 1 - i for i in idx)]
+    _banded_products(Q, Qp, half, 2, S)
+    del Q, Qp
+    for idx in half:
+        mirror = tuple(n5 - 1 - i for i in idx)
+        if mirror != idx:
+            S[mirror] = _shift_nd(S[idx], tuple(OFFSETS_S[i] for i in idx), periodic)
+    return _interleave(S, d, n5)
 
 
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``Z[j_1, l_1, ...] = sum_k h_k[j] pbar_k[j + l]``, flattened per axis to ``3 n_b``."""
     d = pbar.ndim - 1
-    shape = pbar.shape[1:]
-    Z = np.empty((3,) * d + shape)
-    flat = h.reshape(h.shape[0], -1)
-    for idx in itertools.product(range(3), repeat=d):
-        delta = tuple(OFFSETS_T[i] for i in idx)
-        shifted = _shift_nd(pbar, tuple(-s for s in delta), periodic, first_axis=1)
-        Z[idx] = np.einsum("kn,kn->n", flat, shifted.reshape(flat.shape)).reshape(shape)
-    order = [ax for b in range(d) for ax in (d + b, b)]
-    return np.ascontiguousarray(Z.transpose(order)).reshape(tuple(3 * n for n in shape))
+    Z = np.empty((3,) * d + pbar.shape[1:])
+    _, Qp = _padded_last(pbar, periodic, 1)
+    H = np.ascontiguousarray(np.moveaxis(h, 0, -1))
+    _banded_products(H, Qp, list(itertools.product(range(3), repeat=d)), 1, Z)
+    return _interleave(Z, d, 3)
 
 
 def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> list[AxisTables]:
@@ -307,12 +384,13 @@ def assemble_normal_equations(
         bar.update(1)
         S = _second_moment(pbar, grid.periodic)
         bar.update(1)
-        A = placement_contraction(S, [tb.v for tb in tables], 2, bar)
+        X = normal_matrix_contraction(S, [tb.v for tb in tables], bar)
         del S
         # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
-        A = A.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
-        A = A.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(hermite.n_coef, hermite.n_coef)
-        A = 0.5 * (A + A.T)
+        X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
+        X = X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(hermite.n_coef, hermite.n_coef)
+        A = X + X.T
+        del X
         Zg = _first_moment(g, pbar, grid.periodic)
         Zc = _first_moment(c, pbar, grid.periodic)
         bar.update(1)
