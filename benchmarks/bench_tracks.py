@@ -7,6 +7,7 @@ Error: relative L2 of psi (means removed) on a 100 x 100 grid.
 
 Parts (``--part``):
   acceptance  increments with automatic resolution, every fixed resolution, density estimator
+              (defaults, beta given, beta from the VSI, FE x Hermite grid sweep)
   cvrule      the '1se' and 'min' CV rules against the best fixed resolution, several seeds and sizes
   tracks      error against the number of tracks (10^2 .. 10^5) for both estimators
   stride      density estimator: error against the snapshot stride
@@ -94,6 +95,11 @@ def part_acceptance(out: Path) -> dict:
     res["density_beta_given"] = {"error": error(den_fixed), "seconds": t}
     den_vsi, t = timed(lambda: TrackDensityEstimator(beta_from="vsi"), tracks)
     res["density_beta_vsi"] = {"error": error(den_vsi), "beta": den_vsi.beta_, "seconds": t}
+    res["density_grid"] = []
+    for fe in (10, 14, 20, 28):
+        for nh in (2, 3, 4, 5):
+            den = TrackDensityEstimator(fe_elements=fe, hermite_elements=nh).fit(tracks)
+            res["density_grid"].append({"fe": fe, "hermite": nh, "error": error(den)})
     res["load_after"] = load()
     res["cv_curve"] = {"elements": cv["elements"].tolist(), "ridge": cv["ridge"].tolist(),
                        "score": cv["score"].tolist(), "std": cv["std"].tolist()}
