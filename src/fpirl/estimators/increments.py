@@ -288,7 +288,6 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.dt_ = dt
         self.n_transitions_ = int(system.n_transitions)
         self.system_ = system  # normal equations, for fpirl.uncertainty.increments_posterior
-        self.system_ = system  # normal equations, for fpirl.uncertainty.increments_posterior
         self.settings_ = {
             "estimator": self.name,
             "hermite_elements": ",".join(map(str, elements)),
