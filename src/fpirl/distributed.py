@@ -1,0 +1,251 @@
+r"""Scale-out: the normal equations as a map-reduce over chunks, on Dask or a local process pool.
+
+The VSI normal equations (eq. vsi_regression; :class:`fpirl.assembly.NormalEquations`) are sums
+over the time steps ``k`` (snapshot pairs ``(p_k, p_{k+1})``), and those of the increments
+regression (:class:`fpirl.estimators._assembly.IncrementSystem`) are sums over transitions:
+
+.. math::
+    A = \sum_{\text{chunks } c} A_c,\qquad b = \sum_c b_c,\qquad \dots
+
+so the assembly splits into pure tasks, one per chunk of snapshots (consecutive chunks share
+their boundary snapshot, so every pair is counted exactly once) or of transitions, whose
+results are added. Because every task is a pure function of its chunk, a task lost with its
+worker is simply recomputed (Dask ``retries``) and the sum is the same. Chunks of a netCDF or
+Zarr density file are read by the task itself (:func:`stream_normal_equations`), so only one
+chunk per worker is ever in memory.
+
+``scheduler`` everywhere accepts ``None`` (run in this process), ``'local'`` (a
+``distributed.LocalCluster`` on this machine, closed afterwards), ``'tcp://HOST:PORT'`` (an
+existing scheduler) or a ``dask.distributed.Client``. Dask is the optional ``dask`` extra; it is
+imported only when a scheduler is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ._errors import FpirlInputError
+
+#: Snapshots per chunk of the density map-reduce (the chunks overlap by one snapshot).
+DEFAULT_SNAPSHOT_CHUNK = 32
+#: Transitions per chunk of the increments map-reduce.
+DEFAULT_TRANSITION_CHUNK = 1 << 18
+#: Retries of a task whose worker died.
+TASK_RETRIES = 3
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise FpirlInputError("a Dask scheduler needs dask.distributed: pip install 'fpirl[dask]'") from None
+    return distributed
+
+
+def check_scheduler(scheduler):
+    """``None``, ``'local'``, ``'tcp://HOST:PORT'`` or a Client; anything else is a one-line error."""
+    if scheduler is None or not isinstance(scheduler, str):
+        return scheduler
+    if scheduler == "local" or scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
+        return scheduler
+    raise FpirlInputError(f"scheduler must be 'local' or a scheduler address like tcp://HOST:PORT, got {scheduler!r}")
+
+
+@contextlib.contextmanager
+def dask_client(scheduler, n_workers: int | None = None, processes: bool = True):
+    """A ``distributed.Client`` for ``scheduler`` (module doc); a cluster it started is closed on exit.
+
+    ``'local'`` starts ``n_workers`` single-threaded workers (default: the CPU count, at most 4),
+    processes or (``processes=False``) threads.
+    """
+    scheduler = check_scheduler(scheduler)
+    distributed = _import_distributed()
+    if isinstance(scheduler, distributed.Client):
+        yield scheduler
+        return
+    if scheduler == "local":
+        n = n_workers or min(4, os.cpu_count() or 1)
+        loopback = {"host": "127.0.0.1"} if processes else {}  # threads talk in-process
+        with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                                      dashboard_address=None, **loopback) as cluster, \
+                distributed.Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = distributed.Client(scheduler, timeout="20s")
+    except (OSError, TimeoutError) as exc:
+        raise FpirlInputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    with client:
+        yield client
+
+
+def _identity(x):
+    return x
+
+
+def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress: bool = False,
+              desc: str = "tasks", shared=None) -> list:
+    """``[fn(item, *shared) for item in items]`` as pure parallel tasks.
+
+    On Dask (``scheduler`` given) with ``retries``, the ``shared`` arguments sent once (as tasks
+    of their own, so they are recomputed, not lost, when a worker dies); else on a process pool of ``n_jobs`` workers (``n_jobs > 1``), else in this
+    process. Results come back in the order of ``items``.
+    """
+    from tqdm.auto import tqdm
+
+    items = list(items)
+    shared = tuple(shared or ())
+    if scheduler is not None:
+        with dask_client(scheduler) as client:
+            # one task per shared argument (not scatter): a result lost with its worker is recomputed
+            handles = [client.submit(_identity, s, pure=False, retries=TASK_RETRIES) for s in shared]
+            futures = client.map(fn, items, *[[h] * len(items) for h in handles], pure=True, retries=TASK_RETRIES)
+            if progress:
+                distributed = _import_distributed()
+                for _ in tqdm(distributed.as_completed(futures), total=len(futures), desc=desc, leave=False):
+                    pass
+            return client.gather(futures)
+    if n_jobs is not None and n_jobs > 1 and len(items) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=int(n_jobs)) as pool:
+            futures = [pool.submit(fn, item, *shared) for item in items]
+            return [f.result() for f in tqdm(futures, desc=desc, disable=not progress, leave=False)]
+    return [fn(item, *shared) for item in tqdm(items, desc=desc, disable=not progress, leave=False)]
+
+
+# --------------------------------------------------------------------------------------------
+# density snapshots
+# --------------------------------------------------------------------------------------------
+def add_normal_equations(a, b):
+    """Sum of two :class:`~fpirl.assembly.NormalEquations` (the reduce step)."""
+    from .assembly import NormalEquations
+
+    return NormalEquations(a.xtx + b.xtx, a.xtg + b.xtg, a.xtc + b.xtc, a.gg + b.gg, a.gc + b.gc, a.cc + b.cc,
+                           a.n_rows + b.n_rows)
+
+
+def snapshot_chunks(n_times: int, chunk: int = DEFAULT_SNAPSHOT_CHUNK) -> list[tuple[int, int]]:
+    """``(start, stop)`` snapshot ranges of at most ``chunk`` snapshots sharing their boundary snapshot."""
+    if int(chunk) != chunk or chunk < 2:
+        raise FpirlInputError(f"chunk must be an integer >= 2 snapshots, got {chunk!r}")
+    step = int(chunk) - 1
+    return [(s, min(s + step + 1, n_times)) for s in range(0, n_times - 1, step)]
+
+
+def _assemble_values(values, times, grid, elements, time_scheme, quadrature_points, normalize):
+    from .assembly import assemble_normal_equations
+    from .density import DensitySnapshots
+    from .hermite import HermiteSpace
+
+    snaps = DensitySnapshots(grid, times, values)
+    if normalize:
+        snaps = snaps.normalized()
+    return assemble_normal_equations(snaps, HermiteSpace.on_grid(grid, elements), time_scheme=time_scheme,
+                                     quadrature_points=quadrature_points)
+
+
+def _chunk_task(span, values, times, grid, opts):
+    a, b = span
+    return _assemble_values(values[a:b], times[a:b], grid, *opts)
+
+
+def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: int = DEFAULT_SNAPSHOT_CHUNK,
+                                time_scheme="midpoint", quadrature_points=3, normalize=False, n_jobs=None,
+                                progress=False):
+    """:func:`fpirl.assembly.assemble_normal_equations` as a map-reduce over snapshot chunks.
+
+    Equal to the one-piece assembly up to rounding (the sums are regrouped).
+    """
+    spans = snapshot_chunks(snapshots.n_times, chunk)
+    opts = (tuple(hermite.elements), time_scheme, quadrature_points, normalize)
+    parts = run_tasks(_chunk_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
+                      desc="assemble chunks", shared=(snapshots.values, snapshots.times, snapshots.grid, opts))
+    total = parts[0]
+    for p in parts[1:]:
+        total = add_normal_equations(total, p)
+    return total
+
+
+def _open_lazy(path):
+    import xarray as xr
+
+    path = Path(path)
+    if not path.exists():
+        raise FpirlInputError(f"file not found: {str(path)!r}")
+    engine = "zarr" if path.is_dir() or path.suffix == ".zarr" else None
+    try:
+        return xr.open_dataset(path, engine=engine, cache=False)
+    except Exception as exc:  # netCDF4 / zarr raise many types for unreadable files
+        raise FpirlInputError(f"cannot read {str(path)!r}: {' '.join(str(exc).split())[:200]}") from None
+
+
+def _stream_task(span, path, opts):
+    from .io import density_from_dataset
+
+    with _open_lazy(path) as ds:
+        part = density_from_dataset(ds.isel(time=slice(*span)))  # reads only this chunk
+    return _assemble_values(part.values, part.times, part.grid, *opts)
+
+
+def stream_header(path):
+    """``(DensitySnapshots of the first two snapshots, number of snapshots)`` of a density file, read lazily."""
+    from .io import density_from_dataset
+
+    with _open_lazy(path) as ds:
+        if "time" not in ds.dims:
+            raise FpirlInputError(f"{str(path)!r} has no 'time' dimension")
+        n = int(ds.sizes["time"])
+        head = density_from_dataset(ds.isel(time=slice(0, 2)))
+        times = np.asarray(ds["time"].values, dtype=float)
+    steps = np.diff(times)
+    if n < 2 or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
+        raise FpirlInputError(f"{str(path)!r}: the 'time' coordinate must be uniformly spaced with at least 2 snapshots")
+    return head, n
+
+
+def stream_normal_equations(path, hermite_elements, *, scheduler=None, chunk: int = DEFAULT_SNAPSHOT_CHUNK,
+                            time_scheme="midpoint", quadrature_points=3, normalize=True, n_jobs=None, progress=False):
+    """Normal equations of a density file (netCDF, or Zarr with the ``zarr`` package) read chunk by chunk.
+
+    Each task opens the file and reads its own snapshot range, so memory holds one chunk per
+    worker (plus the ``n_coef^2`` normal matrix), whatever the number of snapshots. Returns
+    ``(normal_equations, head)`` with ``head`` the first two snapshots (the grid and ``dt``) to
+    pass to :meth:`fpirl.identify.PotentialEstimator.fit` together with the normal equations.
+    """
+    head, n = stream_header(path)
+    opts = (tuple(np.broadcast_to(hermite_elements, (head.grid.ndim,))), time_scheme, quadrature_points, normalize)
+    parts = run_tasks(_stream_task, snapshot_chunks(n, chunk), scheduler=scheduler, n_jobs=n_jobs,
+                      progress=progress, desc="stream chunks", shared=(str(path), opts))
+    total = parts[0]
+    for p in parts[1:]:
+        total = add_normal_equations(total, p)
+    return total, head
+
+
+# --------------------------------------------------------------------------------------------
+# transitions (increments regression)
+# --------------------------------------------------------------------------------------------
+def _increments_task(span, space, points, velocity, drift_axes, row_weights):
+    from .estimators._assembly import assemble_increments
+
+    a, b = span
+    rw = None if row_weights is None else row_weights[a:b]
+    return assemble_increments(space, points[a:b], velocity[a:b], drift_axes, row_weights=rw)[0]
+
+
+def accumulate_increments(space, points, velocity, drift_axes, row_weights=None, *, scheduler=None,
+                          chunk: int = DEFAULT_TRANSITION_CHUNK, n_jobs=None, progress=False):
+    """:func:`fpirl.estimators._assembly.assemble_increments` (one group) as a map-reduce over transition chunks."""
+    n = points.shape[0]
+    spans = [(s, min(s + int(chunk), n)) for s in range(0, n, int(chunk))] or [(0, 0)]
+    parts = run_tasks(_increments_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
+                      desc="assemble transitions", shared=(space, points, velocity, list(drift_axes), row_weights))
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total

@@ -1,0 +1,131 @@
+"""Map-reduce assembly (fpirl.distributed): chunked, streamed, on Dask, with a worker lost mid-fit.
+
+Budget: about 10 s (one thread cluster, one small process cluster).
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from fpirl import PotentialEstimator
+from fpirl._errors import FpirlInputError
+from fpirl.assembly import assemble_normal_equations
+from fpirl.distributed import (accumulate_increments, accumulate_normal_equations, check_scheduler, dask_client,
+                               run_tasks, snapshot_chunks, stream_normal_equations, _chunk_task)
+from fpirl.estimators._assembly import assemble_increments
+from fpirl.hermite import HermiteSpace
+from fpirl.io import write_density
+from fpirl.problems.synthetic import Problem
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def snapshots():
+    return Problem(2, "periodic", steps=24).snapshots(16)
+
+
+def _rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+def _same(ne, ref, tol=1e-12):
+    assert ne.n_rows == ref.n_rows
+    for key in ("xtx", "xtg", "xtc"):
+        assert _rel(getattr(ne, key), getattr(ref, key)) <= tol, key
+    for key in ("gg", "gc", "cc"):
+        assert getattr(ne, key) == pytest.approx(getattr(ref, key), rel=tol)
+
+
+def test_snapshot_chunks_count_every_pair_once():
+    spans = snapshot_chunks(10, 4)
+    assert spans == [(0, 4), (3, 7), (6, 10)]
+    pairs = [k for a, b in snapshot_chunks(101, 7) for k in range(a, b - 1)]
+    assert pairs == list(range(100))
+    with pytest.raises(FpirlInputError):
+        snapshot_chunks(10, 1)
+
+
+def test_chunked_assembly_equals_one_piece(snapshots):
+    s = snapshots.normalized()
+    h = HermiteSpace.on_grid(s.grid, 3)
+    _same(accumulate_normal_equations(s, h, chunk=5), assemble_normal_equations(s, h))
+
+
+def test_streamed_netcdf_equals_in_memory(snapshots, tmp_path):
+    path = tmp_path / "d.nc"
+    write_density(path, snapshots)
+    ne, head = stream_normal_equations(path, 3, chunk=6)
+    h = HermiteSpace.on_grid(snapshots.grid, 3)
+    _same(ne, assemble_normal_equations(snapshots.normalized(), h))
+    assert head.n_times == 2 and head.grid == snapshots.grid
+    est = PotentialEstimator(hermite_elements=3, beta=4.0).fit(head, normal_equations=ne)
+    ref = PotentialEstimator(hermite_elements=3, beta=4.0).fit(snapshots)
+    assert _rel(est.potential_on_grid(), ref.potential_on_grid()) < 1e-10
+
+
+def test_transition_chunks_equal_one_piece(rng):
+    space = HermiteSpace([-1, -1], [1, 1], 3, True)
+    pts = rng.uniform(-1, 1, (3000, 2))
+    vel = rng.normal(size=(3000, 2))
+    ref = assemble_increments(space, pts, vel, [0, 1])[0]
+    got = accumulate_increments(space, pts, vel, [0, 1], chunk=700)
+    assert _rel(got.A, ref.A) < 1e-12 and _rel(got.b, ref.b) < 1e-12
+    assert got.n_rows == ref.n_rows and got.c == pytest.approx(ref.c, rel=1e-12)
+
+
+def test_local_cluster_two_workers_same_potential(snapshots):
+    ref = PotentialEstimator(hermite_elements=3, estimate_beta=True).fit(snapshots)
+    with dask_client("local", n_workers=2, processes=False) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        ne = accumulate_normal_equations(snapshots.normalized(), ref.hermite_, chunk=4, scheduler=client)
+    est = PotentialEstimator(hermite_elements=3, estimate_beta=True).fit(snapshots, normal_equations=ne)
+    assert _rel(est.potential_on_grid(), ref.potential_on_grid()) < 1e-10
+    assert est.beta_ == pytest.approx(ref.beta_, rel=1e-10)
+
+
+def _die_once_then_assemble(span, values, times, grid, opts, flag_dir):
+    """The first task to run kills its worker process (as if the machine died); retried elsewhere."""
+    flag = os.path.join(flag_dir, "killed")
+    try:
+        fd = os.open(flag, os.O_CREAT | os.O_EXCL)
+    except FileExistsError:
+        return _chunk_task(span, values, times, grid, opts)
+    os.close(fd)
+    os._exit(1)
+
+
+def test_worker_killed_mid_fit_is_replaced_and_result_identical(snapshots, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    s = snapshots.normalized()
+    h = HermiteSpace.on_grid(s.grid, 3)
+    ref = accumulate_normal_equations(s, h, chunk=4)
+    spans = snapshot_chunks(s.n_times, 4)
+    opts = (tuple(h.elements), "midpoint", 3, False)
+    with dask_client("local", n_workers=1, processes=True) as client:
+        before = set(client.scheduler_info()["workers"])
+        parts = run_tasks(_die_once_then_assemble, spans, scheduler=client,
+                          shared=(s.values, s.times, s.grid, opts, str(tmp_path)))
+        client.wait_for_workers(1, timeout=60)
+        after = set(client.scheduler_info()["workers"])
+    assert os.path.exists(tmp_path / "killed")  # a worker did die mid-fit
+    assert after != before  # ... and the nanny replaced it
+    total = parts[0]
+    for p in parts[1:]:
+        from fpirl.distributed import add_normal_equations
+
+        total = add_normal_equations(total, p)
+    _same(total, ref, tol=0.0)  # pure tasks: bit-identical
+
+
+def test_bad_scheduler_is_one_line_error(monkeypatch):
+    with pytest.raises(FpirlInputError, match="tcp://HOST:PORT"):
+        check_scheduler("cluster-please")
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if dask were not installed
+    with pytest.raises(FpirlInputError, match="pip install 'fpirl\\[dask\\]'"):
+        with dask_client("local"):
+            pass
