@@ -35,11 +35,22 @@ def _benchmark_gridworld(args) -> None:
     run_gridworld(args.output, elements=_elements(args), quick=args.quick, progress=_progress(args))
 
 
+def _benchmark_realdata(args) -> None:
+    from ..problems.realdata import run_realdata
+
+    if args.elements is not None:
+        raise FpirlInputError("--elements does not apply to the realdata benchmark (resolutions are chosen by "
+                              "cross-validation on the training tracks)")
+    path = run_realdata(args.output, data=args.data, quick=args.quick, progress=_progress(args))
+    print(f"fpirl benchmark realdata: wrote {path}")
+
+
 #: problem name -> runner(args). Add new benchmarks here.
 BENCHMARKS = {
     "gridworld": _benchmark_gridworld,
     "mountaincar": _benchmark_mountaincar,
     "free-energy": _benchmark_free_energy,
+    "realdata": _benchmark_realdata,
 }
 
 
@@ -50,6 +61,8 @@ def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="quick pipeline check (coarser data, fewer grids; free-energy: no parameter scan)")
     p.add_argument("-o", "--output", metavar="DIR", required=True, help="output directory (created)")
+    p.add_argument("--data", metavar="DIR", default=None,
+                   help="realdata: folder with the track sets (default $FPIRL_REALDATA or ../shared/realdata)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

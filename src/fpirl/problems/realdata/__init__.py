@@ -1,0 +1,191 @@
+"""Real-data benchmark: FP-IRL on shipped cell and pedestrian tracks (``fpirl benchmark realdata``).
+
+For every set found in the data folder (see :mod:`._data`): state = position, action = velocity,
+reflecting walls, a seeded 70/30 split by whole tracks; the increments estimator (candidate and
+ridge chosen by cross-validation on the training tracks, see :mod:`._model`) and the density
+estimator; the held-out one-step log-likelihood of both against the diffusion and persistent-random-
+walk baselines (:mod:`fpirl.heldout`); the non-gradient fraction of the drift
+(:class:`fpirl.adequacy.HelmholtzCheck`); a result file, held-out CSV and a figure per set, and
+``report.md``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..._errors import FpirlInputError
+from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
+from ._model import (CANDIDATES, QUICK_CANDIDATES, arena_maps, candidate_label, make_estimator, select_model,
+                     simulate_tracks)
+
+__all__ = ["DATA_ENV", "TRACK_SETS", "TrackSet", "locate_data", "run_realdata", "run_set"]
+
+TRAIN_FRACTION = 0.7
+SEED = 0
+
+
+def _subset_csv(src: Path, spec: TrackSet, ids, out: Path) -> Path:
+    import pandas as pd
+
+    from ...io import atomic_write
+
+    df = pd.read_csv(src)
+    keep = df[spec.track].astype(str).isin({str(i) for i in ids})
+    atomic_write(out, lambda tmp: df[keep].to_csv(tmp, index=False))
+    return out
+
+
+def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, progress=None, density: bool = True,
+            candidates=None) -> dict:
+    """Fit, evaluate and draw one set; returns its report row (``density=False`` skips the density
+    estimator, ``candidates`` overrides the cross-validated candidate list)."""
+    from ...adequacy import HelmholtzCheck
+    from ...baselines import fit_baselines
+    from ...estimators import TrackDensityEstimator
+    from ...heldout import fpirl_loglik, heldout_loglik
+    from ...io import result_dataset, write_result
+    from ...workflows import recover_mdp_from_fit
+    from ._report import set_figure
+
+    folder = out / spec.name
+    folder.mkdir(parents=True, exist_ok=True)
+    table, csv = read_set(spec, data_dir, out / "data")
+    train, test = table.split_tracks(TRAIN_FRACTION, SEED)
+    base = fit_baselines(train, "velocity")
+
+    t0 = time.perf_counter()
+    if candidates is None:
+        candidates = QUICK_CANDIDATES if quick else CANDIDATES
+    sel = select_model(train, candidates, progress=progress)
+    cv_time = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    est = make_estimator(sel.family, sel.elements, sel.ridge, train.action_axes).fit(train)
+    fit_time = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    dens, dens_fn = None, {}
+    if density:
+        try:
+            dens = TrackDensityEstimator().fit(train)
+            dens_fn = {"fpirl_density": lambda tr: fpirl_loglik(dens, tr)}
+        except FpirlInputError as exc:  # reported, not fatal
+            warnings.warn(f"{spec.name}: density estimator failed ({exc})", stacklevel=2)
+    density_time = time.perf_counter() - t0
+
+    # the generalisation: velocity-dependent mobility on the best velocity-only psi (degree by CV)
+    from ._mobility import MobilityModel, select_mobility
+
+    vel = max((c for c in candidates if c[0] == "velocity-only"), key=lambda c: sel.scores[candidate_label(*c)],
+              default=("velocity-only", 2, 1e-2))
+    t0 = time.perf_counter()
+    mob_degree, mob_scores = select_mobility(train, vel[1], vel[2])
+    mob = MobilityModel(vel[1], vel[2], degree=mob_degree).fit(train)
+    mobility_time = time.perf_counter() - t0
+    dens_fn["fpirl_mobility"] = mob.loglik
+
+    score = heldout_loglik(est, test, base, kind="velocity", extra=dens_fn)
+    check = HelmholtzCheck(random_state=SEED).fit(train)
+
+    mdp = recover_mdp_from_fit(est, train.dt)
+    src = dict(train.source or {})
+    extra = {**base.to_attrs(), **check.to_attrs(), "source": str(csv), "source_kind": "tracks",
+             "estimator": "increments", "candidate": sel.label, "table_track": spec.track,
+             "table_time": spec.time, "table_state": ",".join(spec.state), "table_action": "velocity",
+             "table_stride": int(src.get("stride", 1))}
+    write_result(folder / "result.nc", result_dataset(est, mdp=mdp, dt=train.dt, gamma=mdp.gamma, extra=extra))
+    for part, name in ((train, "train.csv"), (test, "test.csv")):
+        _subset_csv(csv, spec, part.track_ids, folder / name)
+
+    maps = arena_maps(est, mdp, est.grid_)
+    rng = np.random.default_rng(SEED)
+    show = rng.permutation(test.n_tracks)[: min(30, test.n_tracks)]
+    observed, starts, lengths = [], [], []
+    S = list(test.state_axes)
+    for t in show:
+        rows = np.flatnonzero(test.track == t)
+        seg = test.segment[rows[0]]
+        rows = rows[test.segment[rows] == seg]
+        observed.append(test.values[rows][:, S])
+        starts.append(test.values[rows[0]])
+        lengths.append(rows.size)
+    sim = simulate_tracks(est, np.asarray(starts), max(lengths) - 1, train.dt, table.lower, table.upper, rng)
+    simulated = [sim[:n, i] for i, n in enumerate(lengths)]
+    fig = set_figure(folder / "figure.png", spec.name, est.grid_, maps, observed, simulated, spec.units)
+
+    el = sel.elements
+    hermite = ",".join(map(str, (el[0], el[0], el[1], el[1]))) if isinstance(el, tuple) else None
+    command = (f"fpirl fit {csv} -o result.nc --track {spec.track} --time {spec.time} --state {','.join(spec.state)} "
+               f"--action velocity --ridge {sel.ridge:g} "
+               + (f"--hermite-elements {hermite}" if hermite else "--hermite-elements 1,1,"
+                  f"{el},{el}  (the CLI fits the joint psi; the velocity-only candidate is a benchmark model)"))
+    return {
+        "set": spec.name, "what": spec.what, "units": spec.units, "dt": train.dt,
+        "train_tracks": train.n_tracks, "test_tracks": test.n_tracks, "transitions": score.transitions,
+        **score.loglik, "fpirl_density": score.loglik.get("fpirl_density", float("nan")),
+        "se_vs_prw": score.difference_se("fpirl", "persistent_random_walk"),
+        "se_vs_diffusion": score.difference_se("fpirl", "diffusion"),
+        "adequacy": check.fraction_, "adequacy_lo": check.interval_[0], "adequacy_hi": check.interval_[1],
+        "chosen": sel.label, "cv": sel.scores, "fit_time": fit_time, "cv_time": cv_time,
+        "density_time": density_time, "beta": est.beta_, "D": base.diffusion_D, "alpha": base.prw_alpha,
+        "sigma": base.prw_sigma, "figure": f"{spec.name}/{fig.name}", "command": command,
+        "density_beta": float(dens.beta_) if dens is not None else float("nan"),
+        "mobility": score.loglik["fpirl_mobility"], "mobility_degree": mob_degree,
+        "mobility_cv": mob_scores, "mobility_base": candidate_label(*vel), "mobility_time": mobility_time,
+        "se_mobility_vs_prw": score.difference_se("fpirl_mobility", "persistent_random_walk"),
+    }
+
+
+def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool = True, density: bool = True,
+                 candidates=None) -> Path:
+    """Run the benchmark on every available set; writes ``out/report.md`` and per-set folders.
+
+    Parameters
+    ----------
+    out : path
+        Output directory (created).
+    data : path, optional
+        The real-data folder (default: ``$FPIRL_REALDATA`` or ``../shared/realdata`` next to the repository).
+    sets : list of str, optional
+        Names of the sets to run (default: all available).
+    quick : bool
+        Fewer cross-validation candidates.
+    density : bool
+        Also fit and score the density estimator.
+    candidates : sequence, optional
+        Cross-validated candidates ``(family, elements, ridge)`` (default :data:`._model.CANDIDATES`).
+    """
+    from ._report import write_report
+
+    data_dir = locate_data(data)
+    if data_dir is None:
+        raise FpirlInputError(f"no real-data folder found: pass --data DIR or set ${DATA_ENV}")
+    specs = available_sets(data_dir, sets)
+    if not specs:
+        raise FpirlInputError(f"no known track set in {str(data_dir)!r} (expected e.g. {TRACK_SETS[0].file})")
+    out = Path(out)
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        n_cand = len(candidates or (QUICK_CANDIDATES if quick else CANDIDATES))
+        bar = tqdm(total=len(specs) * n_cand, desc="realdata CV fits",
+                   unit="candidate")
+    rows = []
+    t0 = time.perf_counter()
+    try:
+        for spec in specs:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # bounds/margin notes of the readers
+                rows.append(run_set(spec, data_dir, out, quick, bar, density, candidates))
+    finally:
+        if bar is not None:
+            bar.close()
+    total = time.perf_counter() - t0
+    settings = {"train_fraction": TRAIN_FRACTION, "seed": SEED,
+                "closing": ["", f"Total wall time: {total:.0f} s.", ""]}
+    return write_report(out / "report.md", rows, settings)
