@@ -9,7 +9,7 @@ import pytest
 import scipy.linalg
 
 from _simtracks import table_from_paths
-from fpirl import DensitySnapshots, Grid, PotentialEstimator
+from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.estimators import IncrementsEstimator
 from fpirl.forward import SpectralSolver, von_mises_bump
 from fpirl.hermite import HermiteSpace
@@ -197,3 +197,38 @@ def test_bands_and_result_roundtrip(tmp_path, rng):
     assert back.attrs["uncertainty"] == "posterior"
     # without action axes: no bands, but the std
     assert credible_bands(post, problem.snapshots(12).grid, s.dt) == {}
+
+
+# --------------------------------------------------------------------------------------------
+# bootstrap over whole tracks
+# --------------------------------------------------------------------------------------------
+def test_resample_tracks_copies_whole_tracks():
+    from fpirl._bootstrap import resample_tracks
+
+    h, coef = _cos_space(4)
+    rng = np.random.default_rng(5)
+    tracks = _tracks(h, coef, 2.0, 0.01, 6, 9, rng, rng.uniform(-1, 1, (6, 1)))
+    r = resample_tracks(tracks, [3, 3, 0])
+    assert r.n_tracks == 3 and r.n_obs == 30 and len(r.pairs()[0]) == 27  # no transition spans two copies
+    np.testing.assert_array_equal(r.values[:10], tracks.values[tracks.track == 3])
+    np.testing.assert_array_equal(r.values[10:20], tracks.values[tracks.track == 3])
+    np.testing.assert_array_equal(r.values[20:], tracks.values[tracks.track == 0])
+
+
+def test_bootstrap_agrees_with_posterior_and_runs_in_parallel():
+    from fpirl.uncertainty import estimate_uncertainty
+
+    h, coef = _cos_space(4)
+    rng = np.random.default_rng(6)
+    tracks = _tracks(h, coef, 2.0, 0.01, 40, 50, rng, rng.uniform(-1, 1, (40, 1)))
+    est = IncrementsEstimator(hermite_elements=4, ridge=1e-6).fit(tracks)
+    serial = estimate_uncertainty(est, "bootstrap", tracks, n_replicates=40, rng=1)
+    parallel = estimate_uncertainty(est, "bootstrap", tracks, n_replicates=40, rng=1, n_jobs=2)
+    np.testing.assert_allclose(parallel.samples, serial.samples, rtol=1e-12)  # same draws, same replicates
+    coords = est.grid_.coords
+    ratio = serial.potential_std(coords) / increments_posterior(est).potential_std(coords)
+    assert 0.6 < np.median(ratio) < 1.6, ratio
+    lo, hi = serial.beta_interval()
+    assert lo < est.beta_ < hi
+    with pytest.raises(FpirlInputError, match="trajectory table"):
+        estimate_uncertainty(est, "bootstrap", None)

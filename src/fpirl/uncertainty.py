@@ -275,6 +275,37 @@ def posterior(est, snapshots=None) -> CoefficientPosterior:
     return post
 
 
+def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replicates: int | None = None, rng=0,
+                         scheduler=None, n_jobs: int | None = None, progress: bool = False):
+    """Front door: the posterior (``'posterior'``), the bootstrap over tracks (``'bootstrap'``) or None.
+
+    Parameters
+    ----------
+    est : fitted estimator
+    method : {'posterior', 'bootstrap', 'none'}
+    data : DensitySnapshots or TrackTable, optional
+        The fitted data: snapshots let the posterior bound beta's basis error
+        (:func:`beta_at_coarser_resolution`); the bootstrap needs the tracks.
+    n_replicates, rng, scheduler, n_jobs, progress
+        Bootstrap settings (:func:`fpirl._bootstrap.bootstrap_tracks`; replicates run as Dask tasks
+        with ``scheduler``, else on ``n_jobs`` processes).
+    """
+    from ._bootstrap import DEFAULT_REPLICATES, bootstrap_tracks
+    from .density import DensitySnapshots
+    from .tracks import TrackTable
+
+    if method not in METHODS:
+        raise FpirlInputError(f"uncertainty must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "none":
+        return None
+    if method == "bootstrap":
+        if not isinstance(data, TrackTable):
+            raise FpirlInputError("the bootstrap resamples whole tracks: it needs a trajectory table")
+        return bootstrap_tracks(est, data, n_replicates or DEFAULT_REPLICATES, rng, scheduler=scheduler,
+                                n_jobs=n_jobs, progress=progress)
+    return posterior(est, data if isinstance(data, DensitySnapshots) else None)
+
+
 def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
     """``round(3 n_h / 4)`` per axis (at least one element fewer), or None below the minimum."""
     n = np.asarray(elements, dtype=int)
