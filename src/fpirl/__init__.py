@@ -19,14 +19,19 @@ from .simulate import histogram_density, mdp_density_map, sample_sde
 from .binning import cloud_in_cell
 from .tracks import TrackTable
 from .tracks_io import read_tracks
+from .adequacy import HelmholtzCheck
+from .baselines import Baselines, fit_baselines
+from .heldout import heldout_loglik
 
 __all__ = [
     "Axis",
+    "Baselines",
     "DensitySnapshots",
     "FiniteVolumeSolver",
     "FpirlInputError",
     "GaussianTransition",
     "Grid",
+    "HelmholtzCheck",
     "HermiteSpace",
     "IncrementsEstimator",
     "MDP",
@@ -38,8 +43,10 @@ __all__ = [
     "__version__",
     "boltzmann_policy",
     "cloud_in_cell",
+    "fit_baselines",
     "free_energy",
     "free_energy_mdp",
+    "heldout_loglik",
     "histogram_density",
     "inverse_bellman_reward",
     "kl_divergence",
