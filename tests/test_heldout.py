@@ -131,3 +131,11 @@ def test_mismatched_tables_are_one_line_errors(joint_tracks):
         heldout_loglik(model, slower, fit_baselines(train))
     with pytest.raises(FpirlInputError, match="no run of three"):
         heldout_loglik(model, table_from_paths(np.zeros((2, 2, 2)), DT, ["s", "a"], ["state", "action"], *BOX))
+
+
+def test_mostly_outside_the_box_warns_about_units(joint_tracks):
+    _, test = joint_tracks
+    narrow = TransitionModel(_grad, BETA, np.array([5.0, 5.0]), np.array([6.0, 6.0]), test.roles, test.names,
+                             False, DT)
+    with pytest.warns(UserWarning, match="outside the fitted box"):
+        heldout_loglik(narrow, test)

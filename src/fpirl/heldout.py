@@ -196,6 +196,13 @@ def heldout_loglik(model, table, baselines: Baselines | None = None, kind: str |
     tr = observed_transitions(table, kind)
     if tr.n == 0:
         raise FpirlInputError("the held-out table has no run of three consecutive observations to score")
+    if not tmodel.periodic:
+        outside = np.mean(np.any((tr.x < tmodel.lower) | (tr.x > tmodel.upper), axis=1))
+        if outside > 0.5:
+            import warnings
+
+            warnings.warn(f"{outside:.0%} of the held-out transitions start outside the fitted box (scored with the "
+                          "drift at the nearest point of the box); are the units the same?", stacklevel=2)
     per = {"fpirl": fpirl_loglik(tmodel, tr)}
     if baselines is not None:
         per.update(baselines.loglik(tr))
