@@ -28,7 +28,7 @@ def main(argv=None):
     ap.add_argument("-o", "--output", default=None, help="output directory (default: a temporary one)")
     args = ap.parse_args(argv)
 
-    from fpirl.problems.experiment import _json_default
+    from fpirl.problems.experiment import json_default
     from fpirl.problems.mountain_car import run_mountaincar
 
     out = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="fpirl-mc-"))
@@ -66,7 +66,7 @@ def main(argv=None):
     print(f"[{'x' if total <= 900 else ' '}] whole benchmark <= 15 min: {total:.1f} s")
     print("timings:", {k: round(v, 1) for k, v in s["timings"].items()})
     (out / "bench_mountain_car.json").write_text(json.dumps(
-        {"total_seconds": total, "summary": s}, indent=1, default=_json_default))
+        {"total_seconds": total, "summary": s}, indent=1, default=json_default))
     return 0
 
 

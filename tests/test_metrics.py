@@ -1,4 +1,4 @@
-"""Metrics (DESIGN section 5): L2 errors, KL divergences, free energies (eqs. free_energy, free_energy_mdp)."""
+"""Metrics: L2 errors, KL divergences, free energies (eqs. free_energy, free_energy_mdp), observed orders."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,9 @@ import pytest
 from fpirl import FpirlInputError
 from fpirl.grid import Grid
 from fpirl.mdp import boltzmann_policy, recover_mdp
-from fpirl.metrics import free_energy, free_energy_mdp, kl_divergence, l2_error, policy_kl, relative_l2_error
+from fpirl import forward
+from fpirl.metrics import (free_energy, free_energy_mdp, gradient_l2_error, kl_divergence, l2_error, log_log_slope,
+                           policy_kl, relative_l2_error)
 from fpirl.simulate import mdp_density_map
 
 BETA = 2.0
@@ -184,8 +186,7 @@ def test_free_energy_decreases_along_forward_solver_and_mdp_map():
     assert np.all(np.diff(f) <= 1e-12) and f[0] - f[-1] > 0.05
     f_mdp = free_energy_mdp(grid.integrate(out, axes=[1]), mdp.policy, mdp.q_value, BETA, grid)
     np.testing.assert_allclose(f_mdp, f, atol=1e-12)
-    # the independent forward PDE solver, if present
-    forward = pytest.importorskip("fpirl.forward")
+    # the independent forward PDE solver
 
     def pot(x):
         s, a = x[..., 0], x[..., 1]
@@ -211,3 +212,29 @@ def test_free_energy_validation(rng):
         free_energy(p, psi, 0.0, grid)
     with pytest.raises(FpirlInputError):
         free_energy_mdp(np.ones(3), p, -psi, BETA, grid)
+
+
+def test_log_log_slope_is_the_observed_order():
+    N = np.array([8.0, 16.0, 32.0, 64.0])
+    assert log_log_slope(N, 5.0 * N**-2.0) == pytest.approx(-2.0, abs=1e-12)
+    assert log_log_slope(1.0 / N, 5.0 * N**-2.0) == pytest.approx(2.0, abs=1e-12)
+    # zero, negative and non-finite errors are left out; fewer than two points give nan
+    assert log_log_slope(N, [1.0, 0.0, np.nan, 1.0 / 8]) == pytest.approx(-1.0, abs=1e-12)
+    assert np.isnan(log_log_slope(N, [1.0, 0.0, -1.0, np.inf]))
+    with pytest.raises(FpirlInputError):
+        log_log_slope(N, [1.0, 2.0])
+
+
+def test_gradient_l2_error(rng):
+    g_true = rng.normal(size=(2, 30, 20))
+    assert gradient_l2_error(g_true, g_true) == 0.0
+    assert gradient_l2_error(1.1 * g_true, g_true, relative=True) == pytest.approx(0.1, rel=1e-12)
+    # RMS over the points of the Euclidean norm over the components
+    d = np.zeros_like(g_true)
+    d[0] = 3.0
+    d[1] = 4.0
+    assert gradient_l2_error(g_true + d, g_true) == pytest.approx(5.0, rel=1e-12)
+    with pytest.raises(FpirlInputError):
+        gradient_l2_error(g_true, g_true[:1])
+    with pytest.raises(FpirlInputError):
+        gradient_l2_error(g_true, np.zeros_like(g_true), relative=True)

@@ -10,13 +10,17 @@ import xarray as xr
 
 from fpirl import FpirlInputError, Grid
 from fpirl.io import grid_coords
+import fpirl.plotting
 from fpirl.plotting import (
     nested_grid_image,
     nested_grid_layout,
     plot_convergence,
+    plot_fields,
     plot_kl,
     plot_potential_comparison,
     plot_result,
+    robust_range,
+    symmetric_range,
 )
 
 ROLES = {
@@ -109,3 +113,61 @@ def test_bad_figure_input(tmp_path):
     with pytest.raises(FpirlInputError, match="3 or 4 axes"):
         nested_grid_image(_field(grid), grid)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """The Figure objects the plotting functions save (the files are still written)."""
+    figs = []
+    save = fpirl.plotting._save
+
+    def keep(fig, path):
+        figs.append(fig)
+        return save(fig, path)
+
+    monkeypatch.setattr(fpirl.plotting, "_save", keep)
+    return figs
+
+
+def test_convergence_fitted_lines_are_drawn_and_labelled(tmp_path, captured):
+    N = np.array([10.0, 20.0, 40.0, 80.0])
+    err = 3.0 / N**2
+    err[0] = 1.0  # outside the fit range: the line must not follow it
+    _png_ok(plot_convergence(N, {"psi": err}, tmp_path / "c.png", fit_range=N[1:]))
+    ax = captured[-1].axes[0]
+    dashed = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == 1 and dashed[0].get_linewidth() >= 1.5
+    x, y = dashed[0].get_data()
+    assert x.min() == pytest.approx(20.0) and x.max() == pytest.approx(80.0)
+    np.testing.assert_allclose(y, 3.0 / x**2, rtol=1e-10)  # the least-squares line through the fitted points
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "fit N = 20..80: slope -2.00" in labels
+
+
+def test_colour_limits_are_robust_to_spikes(tmp_path, captured, rng):
+    values = rng.normal(size=2000)
+    values[:3] = [1e6, -1e6, np.nan]
+    lo, hi = robust_range(values)
+    assert -5 < lo < -2 and 2 < hi < 5
+    m = symmetric_range(values)[1]
+    assert symmetric_range(values)[0] == -m and 2 < m < 5
+    assert robust_range(np.ones(5)) is None
+    # the comparison figure takes its scale from the truth; a spike in the fit does not change it
+    grid = _grid(2, n=8)
+    truth = _field(grid)
+    fit = truth.copy()
+    fit[2, 3] = 1e3
+    plot_potential_comparison(grid, truth, fit, tmp_path / "cmp.png")
+    clims = [ax.images[0].get_clim() for ax in captured[-1].axes if ax.images]
+    assert clims[0] == clims[1] == pytest.approx(robust_range(truth))
+    assert clims[2][1] < 1e3 and clims[2][0] == -clims[2][1]
+
+
+def test_plot_fields_shares_the_reference_scale(tmp_path, captured):
+    grid = _grid(4, n=4)
+    truth = _field(grid)
+    _png_ok(plot_fields(grid, [("truth", truth), ("fit", 3.0 * truth)], tmp_path / "f.png", title="t"))
+    clims = [ax.images[0].get_clim() for ax in captured[-1].axes if ax.images]
+    assert clims[0] == clims[1] == pytest.approx(robust_range(truth))
+    with pytest.raises(FpirlInputError, match="no panels"):
+        plot_fields(grid, [], tmp_path / "g.png")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from fpirl import FpirlInputError
+from fpirl import FpirlInputError, forward
 from fpirl.grid import Grid
 from fpirl.mdp import recover_mdp
 from fpirl.metrics import kl_divergence, relative_l2_error
@@ -139,7 +139,6 @@ def test_sde_periodic_matches_fp_solution_and_gibbs(rng):
     the noise, so a plain chi-square test applies. Power check: the t = 0.2 histogram is
     decisively rejected against Gibbs.
     """
-    forward = pytest.importorskip("fpirl.forward")
     n, bins = 20000, 25
     x0 = 0.5 + rng.vonmises(0.0, 4.0, size=(n, 1)) / np.pi  # von Mises bump at 0.5, kappa = 4
     early = sample_sde(grad_1d, BETA, x0, 0.1, 2, rng, [-1], [1], "periodic", substeps=100)
@@ -203,7 +202,6 @@ def test_sde_reflecting_2d_reaches_gibbs(rng):
 
 def test_sde_reflecting_1d_matches_finite_volume_solution(rng):
     """Transient with a wall: EM + folding vs the FV solver of forward.py at t = 0.1 and 0.4."""
-    forward = pytest.importorskip("fpirl.forward")
 
     def psi(x):
         return 2.0 * x[..., 0] + 0.5 * np.cos(3 * x[..., 0])  # pushes mass onto the lower wall

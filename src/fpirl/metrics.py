@@ -1,4 +1,4 @@
-"""Error norms, KL divergences and free energies (DESIGN section 5).
+"""Error norms, KL divergences, free energies and observed convergence orders (docs/method.md).
 
 All integrals use the grid's trapezoid quadrature (:meth:`Grid.integrate`). Functions that take
 densities accept a single nodal array ``(*grid.shape)`` or a stack ``(n_t, *grid.shape)`` and then
@@ -13,7 +13,8 @@ from ._errors import FpirlInputError
 from .grid import Grid
 from ._nodal import _positive, _state_weights, state_shape
 
-__all__ = ["free_energy", "free_energy_mdp", "kl_divergence", "l2_error", "policy_kl", "relative_l2_error"]
+__all__ = ["free_energy", "free_energy_mdp", "gradient_l2_error", "kl_divergence", "l2_error", "log_log_slope",
+           "policy_kl", "relative_l2_error"]
 
 #: Floor applied to the second argument of a KL divergence before taking its logarithm.
 KL_FLOOR = 1e-300
@@ -97,6 +98,52 @@ def relative_l2_error(f, f_true, subtract_mean: bool = False) -> float:
     if scale == 0:
         raise FpirlInputError("f_true is constant: the relative error is undefined")
     return err / scale
+
+
+def gradient_l2_error(g, g_true, relative: bool = False) -> float:
+    r"""RMS over the points of the Euclidean norm of a gradient error (leading axis: components).
+
+    .. math:: e(\nabla f) = \sqrt{\operatorname{mean}_x \sum_k (g_k - g_{true,k})^2}
+
+    With ``relative=True`` divided by the same norm of ``g_true``.
+
+    Parameters
+    ----------
+    g, g_true : array_like, shape (n_components, ...)
+    relative : bool
+
+    Raises
+    ------
+    FpirlInputError
+        On a shape mismatch, or ``relative`` with ``g_true == 0``.
+    """
+    g = _finite(g, "g")
+    g_true = _finite(g_true, "g_true")
+    if g.shape != g_true.shape or g.ndim < 1:
+        raise FpirlInputError(f"shape mismatch: {g.shape} vs {g_true.shape}")
+    err = float(np.sqrt(np.mean(np.sum((g - g_true) ** 2, axis=0))))
+    if not relative:
+        return err
+    ref = float(np.sqrt(np.mean(np.sum(g_true**2, axis=0))))
+    if ref == 0:
+        raise FpirlInputError("g_true vanishes: the relative error is undefined")
+    return err / ref
+
+
+def log_log_slope(h, errors) -> float:
+    r"""Least-squares slope of ``log(error)`` against ``log(h)`` (an observed convergence order).
+
+    Non-finite and non-positive errors are left out; ``nan`` when fewer than two remain. With
+    ``h`` a resolution such as elements per axis ``N``, a method of order ``p`` gives ``-p``; with
+    ``h`` a spacing or time step it gives ``+p``.
+    """
+    h, err = np.asarray(h, dtype=float).ravel(), np.asarray(errors, dtype=float).ravel()
+    if h.shape != err.shape:
+        raise FpirlInputError(f"{err.size} errors for {h.size} resolutions")
+    ok = np.isfinite(err) & (err > 0) & np.isfinite(h) & (h > 0)
+    if ok.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(h[ok]), np.log(err[ok]), 1)[0])
 
 
 def kl_divergence(p, q, grid: Grid, floor: float = KL_FLOOR):

@@ -1,6 +1,11 @@
 """Figures for fpirl results (matplotlib, Agg-safe: :class:`~matplotlib.figure.Figure` objects only).
 
-No numerics here beyond reshaping (and the least-squares slope in :func:`plot_convergence`).
+No numerics here beyond reshaping, colour limits and the least-squares slope of
+:func:`plot_convergence` (:func:`fpirl.metrics.log_log_slope`).
+
+Colour limits are robust: unless given, a panel's scale spans the 0.5th to 99.5th percentile of
+its finite values (a few spikes do not wash out the rest; the colour bar then extends past the
+limits); differences use a symmetric scale.
 Every figure is written atomically (temporary file + rename), the format taken from the suffix.
 
 Functions over 3 or 4 axes are drawn as a *nested grid* as in the paper's figures: an outer grid
@@ -24,6 +29,7 @@ __all__ = [
     "nested_grid_image",
     "nested_grid_layout",
     "plot_convergence",
+    "plot_fields",
     "plot_kl",
     "plot_potential_comparison",
     "plot_result",
@@ -126,9 +132,9 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
     if values.shape != grid.shape:
         raise FpirlInputError(f"{title}: values have shape {values.shape}, expected {grid.shape}")
     d = grid.ndim
-    kw = {}
-    if vlim is not None:
-        kw = {"vmin": vlim[0], "vmax": vlim[1]}
+    if vlim is None and d >= 2:
+        vlim = robust_range(values)
+    kw = {} if vlim is None else {"vmin": vlim[0], "vmax": vlim[1]}
     if d == 1:
         a = grid.axes[0]
         ax.plot(a.nodes, values, label=label)
@@ -147,13 +153,13 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
         im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, **kw)
         ax.set_xlabel(f"{a0.name} ({a0.role})")
         ax.set_ylabel(f"{a1.name} ({a1.role})")
-        fig.colorbar(im, ax=ax)
+        fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
     elif d in (3, 4):
         outer, inner = nested_grid_layout(grid)
         image = nested_grid_image(values, grid)
         im = ax.imshow(image, origin="lower", aspect="auto", cmap=cmap, interpolation="nearest", **kw)
         _outer_ticks(ax, grid, outer, inner)
-        fig.colorbar(im, ax=ax)
+        fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
     else:
         raise FpirlInputError(f"cannot plot a function of {d} variables (at most 4)")
     ax.set_title(title, fontsize=10)
@@ -163,13 +169,38 @@ def _panel_size(grid: Grid) -> tuple[float, float]:
     return (4.8, 3.6) if grid.ndim <= 2 else (6.0, 4.8)
 
 
-def _finite_range(*arrays):
+def robust_range(*arrays, percentiles=(0.5, 99.5)):
+    """Colour limits ``(lo, hi)``: the given percentiles of the finite values of ``arrays``
+    (``None`` when they are all equal or none is finite)."""
     vals = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays])
     vals = vals[np.isfinite(vals)]
     if vals.size == 0:
         return None
-    lo, hi = float(vals.min()), float(vals.max())
+    lo, hi = (float(v) for v in np.percentile(vals, percentiles))
+    if not hi > lo:
+        lo, hi = float(vals.min()), float(vals.max())
     return (lo, hi) if hi > lo else None
+
+
+def symmetric_range(*arrays, percentile=99.5):
+    """Symmetric colour limits ``(-m, m)`` with ``m`` the percentile of ``|values|`` (differences)."""
+    vals = np.abs(np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays]))
+    vals = vals[np.isfinite(vals)]
+    m = float(np.percentile(vals, percentile)) if vals.size else 0.0
+    if not m > 0:
+        m = float(vals.max()) if vals.size else 0.0
+    return (-m, m) if m > 0 else None
+
+
+def _extend(values, vlim) -> str:
+    """Colour-bar arrows where values lie beyond the limits."""
+    if vlim is None:
+        return "neither"
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    low = v.size and v.min() < vlim[0]
+    high = v.size and v.max() > vlim[1]
+    return "both" if low and high else "min" if low else "max" if high else "neither"
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,14 +228,55 @@ def plot_potential_comparison(grid: Grid, psi_true, psi_fit, path, title: str | 
     else:
         fig = Figure(figsize=(3 * w, h), layout="constrained")
         axes = fig.subplots(1, 3)
-        vlim = _finite_range(psi_true, psi_fit)
+        vlim = robust_range(psi_true)  # the truth sets the scale: a spiky fit shows as out of range
         _draw_field(fig, axes[0], grid, psi_true, "true $\\psi$", vlim=vlim)
         _draw_field(fig, axes[1], grid, psi_fit, "recovered $\\psi$", vlim=vlim)
-        dmax = float(np.nanmax(np.abs(diff))) if np.any(np.isfinite(diff)) else 0.0
-        _draw_field(fig, axes[2], grid, diff, "recovered - true", cmap="coolwarm",
-                    vlim=(-dmax, dmax) if dmax > 0 else None)
+        _draw_field(fig, axes[2], grid, diff, "recovered - true", cmap="coolwarm", vlim=symmetric_range(diff))
     if title:
         fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_fields(grid: Grid, panels, path, title: str | None = None, cmap: str = "viridis", ncols: int | None = None,
+                reference: int | str | None = 0) -> Path:
+    """Several functions on one grid side by side (lines, heatmaps or nested grids).
+
+    Parameters
+    ----------
+    grid : Grid
+    panels : sequence of (title, values)
+        ``values`` of shape ``grid.shape``.
+    path : path
+        Figure file (format from the suffix).
+    title : str, optional
+    cmap : str
+    ncols : int, optional
+        Panels per row (default: all in one row).
+    reference : int, 'all' or None
+        Index of the panel whose robust range sets one colour scale for all panels (e.g. the
+        ground truth); ``'all'``: the robust range of all panels together; ``None``: each panel
+        its own robust range.
+    """
+    panels = list(panels)
+    if not panels:
+        raise FpirlInputError("no panels to plot")
+    ncols = len(panels) if ncols is None else int(ncols)
+    nrows = int(np.ceil(len(panels) / ncols))
+    w, h = _panel_size(grid)
+    fig = Figure(figsize=(w * ncols, h * nrows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    if reference is None:
+        vlim = None
+    elif reference == "all":
+        vlim = robust_range(*(v for _, v in panels))
+    else:
+        vlim = robust_range(panels[reference][1])
+    for ax, (label, values) in zip(axes, panels):
+        _draw_field(fig, ax, grid, values, label, cmap=cmap, vlim=vlim)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
@@ -284,25 +356,40 @@ def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)") -> Pat
 
 
 def plot_convergence(N, errors: Mapping[str, Sequence[float]], path, xlabel: str = "elements N",
-                     ylabel: str = "error") -> Path:
-    """Log-log convergence plot; the legend gives each curve's least-squares slope."""
+                     ylabel: str = "error", fit_range: Sequence[float] | None = None) -> Path:
+    """Log-log convergence plot with each curve's fitted line drawn and labelled with its slope.
+
+    The least-squares line of ``log(error)`` against ``log(N)`` over ``fit_range`` (default: all
+    ``N``; :func:`fpirl.metrics.log_log_slope`) is drawn dashed in the curve's colour over that
+    range, and the legend gives its slope.
+    """
+    from .metrics import log_log_slope
+
     N = np.asarray(N, dtype=float).ravel()
-    fig = Figure(figsize=(5.2, 4.0), layout="constrained")
+    sel = np.ones(N.shape, bool) if fit_range is None else np.isin(N, np.asarray(fit_range, dtype=float))
+    fig = Figure(figsize=(5.6, 4.2), layout="constrained")
     ax = fig.subplots()
     for i, (label, err) in enumerate(errors.items()):
         err = np.asarray(err, dtype=float).ravel()
         if err.shape != N.shape:
             raise FpirlInputError(f"{label!r}: {err.size} errors for {N.size} resolutions")
         ok = np.isfinite(err) & (err > 0) & np.isfinite(N) & (N > 0)
-        text = str(label)
-        if ok.sum() >= 2:
-            slope = np.polyfit(np.log(N[ok]), np.log(err[ok]), 1)[0]
-            text += f" (slope {slope:.2f})"
-        ax.plot(N[ok], err[ok], marker="o", color=f"C{i}", label=text)
+        ax.plot(N[ok], err[ok], "o-", color=f"C{i}", label=str(label))
+        fit = ok & sel
+        slope = log_log_slope(N[fit], err[fit])
+        if np.isfinite(slope):
+            c = np.polyfit(np.log(N[fit]), np.log(err[fit]), 1)
+            xs = np.geomspace(N[fit].min(), N[fit].max(), 20)
+            ax.plot(xs, np.exp(np.polyval(c, np.log(xs))), "--", color=f"C{i}", lw=2.0,
+                    label=f"fit N = {N[fit].min():g}..{N[fit].max():g}: slope {slope:.2f}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if N.size <= 12:
+        ax.set_xticks(N)
+        ax.set_xticklabels([f"{n:g}" for n in N])
+        ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     return _save(fig, path)

@@ -102,4 +102,7 @@ def _output_netcdf(path) -> Path:
 
 
 def _progress(args) -> bool:
-    return not getattr(args, "no_progress", False)
+    """Progress bars unless ``--no-progress``, and only when stderr is a terminal."""
+    from .._progress import show_progress
+
+    return show_progress(not getattr(args, "no_progress", False))

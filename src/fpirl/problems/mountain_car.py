@@ -329,10 +329,10 @@ def run_mountaincar(outdir, elements=None, quick: bool = False, progress: bool =
     section = _report_section(info, spec, n_last, summary)
     report = (outdir / "report.md").read_text() + section
     atomic_write(outdir / "report.md", lambda tmp: Path(tmp).write_text(report))
-    from .experiment._spec import _json_default
+    from .experiment import json_default
 
     atomic_write(outdir / "summary.json",
-                 lambda tmp: Path(tmp).write_text(json.dumps(summary, indent=1, default=_json_default)))
+                 lambda tmp: Path(tmp).write_text(json.dumps(summary, indent=1, default=json_default)))
     return summary
 
 

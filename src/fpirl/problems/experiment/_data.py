@@ -15,7 +15,7 @@ from ..._errors import FpirlInputError
 from ...density import DensitySnapshots
 from ...grid import Grid
 from ...hermite import HermiteSpace
-from ._spec import ExperimentSpec, _json_default
+from ._spec import ExperimentSpec, json_default
 
 
 # ground-truth callables that exploit tensor grids
@@ -194,7 +194,7 @@ def _read_json(path: Path) -> dict:
 def _write_json(path: Path, obj: dict) -> None:
     from ...io import atomic_write
 
-    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=1, default=_json_default)))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=1, default=json_default)))
 
 
 def fp_solution(spec: ExperimentSpec, cache_dir, points, progress: bool = False):

@@ -20,16 +20,9 @@ from ._spec import ExperimentSpec
 # --------------------------------------------------------------------------------------------
 # metrics
 # --------------------------------------------------------------------------------------------
-def _grad_norm_error(g, g_true) -> tuple[float, float]:
-    """(RMS Euclidean norm of g - g_true, same relative to the RMS norm of g_true); leading axis = components."""
-    err = float(np.sqrt(np.mean(np.sum((g - g_true) ** 2, axis=0))))
-    ref = float(np.sqrt(np.mean(np.sum(g_true**2, axis=0))))
-    return err, (err / ref if ref > 0 else float("nan"))
-
-
 def potential_errors(spec: ExperimentSpec, hermite: HermiteSpace, coef, eval_grid: Grid) -> dict:
     """Paper's L2 errors of psi (means removed) and of ``d psi / d s`` on ``eval_grid``."""
-    from ...metrics import l2_error, relative_l2_error
+    from ...metrics import gradient_l2_error, l2_error, relative_l2_error
 
     coords = eval_grid.coords
     psi = hermite.evaluate_grid(coef, coords)
@@ -37,12 +30,11 @@ def potential_errors(spec: ExperimentSpec, hermite: HermiteSpace, coef, eval_gri
     axes = eval_grid.state_axes
     g = hermite.gradient_grid(coef, coords, axes)
     g_true = spec.hermite.gradient_grid(spec.coef, coords, axes)
-    ge, gr = _grad_norm_error(g, g_true)
     return {
         "psi_error": l2_error(psi, psi_true, subtract_mean=True),
         "psi_relative_error": relative_l2_error(psi, psi_true, subtract_mean=True),
-        "grad_error": ge,
-        "grad_relative_error": gr,
+        "grad_error": gradient_l2_error(g, g_true),
+        "grad_relative_error": gradient_l2_error(g, g_true, relative=True),
     }
 
 
@@ -129,17 +121,9 @@ def fit_and_evaluate(spec: ExperimentSpec, snapshots: DensitySnapshots, truth: _
 
 def _fit_difference(spec: ExperimentSpec, a, b, eval_grid: Grid) -> float:
     """RMS difference of two fitted potentials (means removed) relative to the std of psi_GT."""
+    from ...metrics import l2_error
+
     pa = a.hermite_.evaluate_grid(a.coef_, eval_grid.coords)
     pb = b.hermite_.evaluate_grid(b.coef_, eval_grid.coords)
     ref = float(np.std(spec.hermite.evaluate_grid(spec.coef, eval_grid.coords)))
-    return float(np.sqrt(np.mean(((pa - pa.mean()) - (pb - pb.mean())) ** 2)) / ref)
-
-
-def _slope(N, err) -> float:
-    N, err = np.asarray(N, float), np.asarray(err, float)
-    ok = np.isfinite(err) & (err > 0)
-    if ok.sum() < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(N[ok]), np.log(err[ok]), 1)[0])
-
-
+    return l2_error(pa, pb, subtract_mean=True) / ref

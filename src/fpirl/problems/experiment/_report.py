@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ...grid import Grid
-from ._evaluate import FitOutcome, _slope, _Truth
+from ._evaluate import FitOutcome, _Truth
 from ._spec import ExperimentSpec
 
 
@@ -42,85 +42,27 @@ def _write_result(path: Path, spec: ExperimentSpec, outcome: FitOutcome, truth: 
     return write_result(path, ds)
 
 
-def _nested_figure(grid: Grid, panels, path: Path, suptitle: str, cmap="viridis", shared=True, ncols=None):
-    """Nested-grid images (outer s1, s2; inner a1, a2) side by side; ``panels = [(title, values), ...]``."""
-    from matplotlib.figure import Figure
-
-    from ...io import atomic_path
-    from ...plotting import _draw_field
-
-    ncols = len(panels) if ncols is None else ncols
-    nrows = int(np.ceil(len(panels) / ncols))
-    fig = Figure(figsize=(5.2 * ncols, 4.4 * nrows), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
-    vals = np.concatenate([np.ravel(v) for _, v in panels])
-    vlim = (float(np.nanmin(vals)), float(np.nanmax(vals))) if shared else None
-    for ax, (title, values) in zip(axes, panels):
-        _draw_field(fig, ax, grid, values, title, cmap=cmap, vlim=vlim)
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle(suptitle, fontsize=10)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    return path
-
-
-def _convergence_figure(Ns, curves: dict, fit_range, path: Path, ylabel: str) -> Path:
-    """Log-log errors vs N (all points) with the least-squares line over ``fit_range`` and its slope."""
-    from matplotlib.figure import Figure
-
-    from ...io import atomic_path
-
-    fig = Figure(figsize=(5.4, 4.2), layout="constrained")
-    ax = fig.subplots()
-    Ns = np.asarray(Ns, float)
-    sel = np.isin(Ns, fit_range)
-    for i, (label, err) in enumerate(curves.items()):
-        err = np.asarray(err, float)
-        ax.plot(Ns, err, "o-", color=f"C{i}", label=label)
-        k = _slope(Ns[sel], err[sel])
-        if np.isfinite(k):
-            c = np.polyfit(np.log(Ns[sel]), np.log(err[sel]), 1)
-            xs = np.linspace(Ns[sel].min(), Ns[sel].max(), 20)
-            ax.plot(xs, np.exp(np.polyval(c, np.log(xs))), "--", color=f"C{i}", alpha=0.7,
-                    label=f"fit N = {int(Ns[sel].min())}..{int(Ns[sel].max())}: slope {k:.2f}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(Ns)
-    ax.set_xticklabels([str(int(n)) for n in Ns])
-    ax.minorticks_off()
-    ax.set_xlabel("FE elements per axis N")
-    ax.set_ylabel(ylabel)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    return path
-
-
 def _figures(spec: ExperimentSpec, outdir: Path, N: int, truth: _Truth, fit: FitOutcome, p_ref, eval_grid,
              Ns, table, fit_range) -> dict:
-    from ...plotting import plot_kl, plot_potential_comparison
+    from ...plotting import plot_convergence, plot_fields, plot_kl, plot_potential_comparison
 
     grid = truth.grid
     files = {}
     if grid.ndim in (3, 4):
-        psi_hat = fit.mdp.q_value * -1.0
-        files["q_value"] = _nested_figure(
-            grid, [("ground-truth Q = -psi_GT", truth.mdp.q_value), ("FP-IRL inferred Q = -psi", -psi_hat)],
-            outdir / f"fig_q_value_N{N}.png", f"{spec.name}: Q-function, N = {N} (zero mean)")
-        files["reward"] = _nested_figure(
+        files["q_value"] = plot_fields(
+            grid, [("ground-truth Q = -psi_GT", truth.mdp.q_value), ("FP-IRL inferred Q = -psi", fit.mdp.q_value)],
+            outdir / f"fig_q_value_N{N}.png", f"{spec.name}: Q-function, N = {N} (zero mean; colour scale of the truth)")
+        files["reward"] = plot_fields(
             grid, [("ground-truth reward", truth.mdp.reward), ("FP-IRL inferred reward", fit.mdp.reward)],
             outdir / f"fig_reward_N{N}.png", f"{spec.name}: reward, N = {N}, gamma = {spec.gamma:g}", cmap="coolwarm")
-        files["policy"] = _nested_figure(
+        files["policy"] = plot_fields(
             grid, [("ground-truth policy", truth.mdp.policy), ("FP-IRL inferred policy", fit.mdp.policy)],
             outdir / f"fig_policy_N{N}.png", f"{spec.name}: policy pi(a|s), N = {N}", cmap="magma")
         steps = spec.figure_steps or (0, spec.steps // 2, spec.steps)
         panels = [(f"data (MDP map, truth) t = {k}", p_ref[k]) for k in steps]
         panels += [(f"simulated (recovered model) t = {k}", fit.q[k]) for k in steps]
-        files["density"] = _nested_figure(grid, panels, outdir / f"fig_density_N{N}.png",
-                                          f"{spec.name}: joint density p_t, N = {N}", cmap="viridis",
-                                          ncols=len(steps))
+        files["density"] = plot_fields(grid, panels, outdir / f"fig_density_N{N}.png",
+                                       f"{spec.name}: joint density p_t, N = {N}", ncols=len(steps), reference="all")
         psi_true_eval = spec.hermite.evaluate_grid(spec.hermite.remove_mean(spec.coef), eval_grid.coords)
         psi_eval = fit.estimator.hermite_.evaluate_grid(fit.estimator.coef_, eval_grid.coords)
         files["potential"] = plot_potential_comparison(
@@ -130,14 +72,12 @@ def _figures(spec: ExperimentSpec, outdir: Path, N: int, truth: _Truth, fit: Fit
     files["kl"] = plot_kl(np.arange(spec.steps + 1), fit.kl, outdir / f"fig_kl_N{N}.png", zoom=zoom,
                           label=f"KL(p_t || q_t), fit on FP data, N = {N}")
     if len(Ns) >= 2:
-        files["convergence_psi"] = _convergence_figure(
-            Ns, {"psi, FP data": [table[n]["fp"]["psi_error"] for n in Ns],
-                 "psi, MDP-map data": [table[n]["mdp"]["psi_error"] for n in Ns]},
-            fit_range, outdir / "fig_convergence_psi.png", "L2 error of psi")
-        files["convergence_grad"] = _convergence_figure(
-            Ns, {"d psi / d s, FP data": [table[n]["fp"]["grad_error"] for n in Ns],
-                 "d psi / d s, MDP-map data": [table[n]["mdp"]["grad_error"] for n in Ns]},
-            fit_range, outdir / "fig_convergence_grad.png", "L2 error of d psi / d s")
+        for q, what in (("psi", "psi"), ("grad", "d psi / d s")):
+            files[f"convergence_{q}"] = plot_convergence(
+                Ns, {f"{what}, FP data": [table[n]["fp"][f"{q}_error"] for n in Ns],
+                     f"{what}, MDP-map data": [table[n]["mdp"][f"{q}_error"] for n in Ns]},
+                outdir / f"fig_convergence_{q}.png", xlabel="FE elements per axis N", ylabel=f"L2 error of {what}",
+                fit_range=fit_range)
     return {k: Path(v).name for k, v in files.items()}
 
 
@@ -252,7 +192,7 @@ def _report(spec: ExperimentSpec, summary: dict) -> str:
              "solution of the joint FP PDE: after each step the actions are re-drawn from pi(a'|s'), i.e. they "
              "re-equilibrate instantly instead of relaxing with the FP dynamics, and the Gaussian transition of one "
              "step differs from the FP flow by O(dt) terms. The VSI regression fits the FP PDE, so refining the grid "
-             "removes only the discretisation error and the error stalls at this model mismatch (DESIGN section 4). "
+             "removes only the discretisation error and the error stalls at this model mismatch (docs/method.md, \"Benchmark data\"). "
              "Convergence studies therefore use FP PDE data; the MDP map is the reference for the KL checks.")
     L.append("")
     L.append("## Timings\n")

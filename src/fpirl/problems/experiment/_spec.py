@@ -146,10 +146,8 @@ def _jsonable(value):
     return np.asarray(value).tolist()
 
 
-# --------------------------------------------------------------------------------------------
-
-
-def _json_default(obj):
+def json_default(obj):
+    """``json.dumps(default=...)`` for numpy scalars and arrays, paths and anything else (as text)."""
     if isinstance(obj, (np.floating, np.integer)):
         return obj.item()
     if isinstance(obj, np.ndarray):
