@@ -11,6 +11,8 @@ Parts (``--part``):
   cvrule      the '1se' and 'min' CV rules against the best fixed resolution, several seeds and sizes
   tracks      error against the number of tracks (10^2 .. 10^5) for both estimators
   stride      density estimator: error against the snapshot stride
+  walls       2-D reflecting box: wall treatments 'none', 'drop', 'mirror'
+  noise       1-D tracks with position noise: raw against noise-corrected increments
   all         everything
 
 Usage::
@@ -151,6 +153,66 @@ def part_stride(out: Path) -> dict:
     return {"rows": rows}
 
 
+def part_walls(out: Path) -> dict:
+    """2-D reflecting box: the three wall treatments (tracks from the folding Euler-Maruyama sampler)."""
+    def psi_w(x):
+        return 0.5 * x[..., 0] ** 2 + 0.3 * np.sin(PI * x[..., 1]) + 0.2 * x[..., 0] * x[..., 1]
+
+    def grad_w(x):
+        return np.stack([x[..., 0] + 0.2 * x[..., 1], 0.3 * PI * np.cos(PI * x[..., 1]) + 0.2 * x[..., 0]], axis=-1)
+
+    rng = np.random.default_rng(12)
+    n, steps, dt, beta = 2000, 250, 1e-2, 2.0
+    x = sample_sde(grad_w, beta, rng.uniform(LOWER, UPPER, (n, 2)), dt, steps, rng, LOWER, UPPER, "reflecting")
+    seg = np.repeat(np.arange(n), steps + 1)
+    tracks = TrackTable(x.transpose(1, 0, 2).reshape(-1, 2), seg, seg, np.tile(np.arange(steps + 1) * dt, n), dt,
+                        ("x", "y"), ("state", "state"), LOWER, UPPER, "reflecting")
+    true = psi_w(_MESH) - psi_w(_MESH).mean()
+    rows = []
+    for walls in ("none", "drop", "mirror"):
+        for e in (2, 3, 4):
+            est = IncrementsEstimator(hermite_elements=e, walls=walls).fit(tracks)
+            p = est.potential(_MESH)
+            p = p - p.mean()
+            rows.append({"walls": walls, "elements": e, "beta": est.beta_,
+                         "error": float(np.sqrt(np.mean((p - true) ** 2) / np.mean(true**2)))})
+            print(rows[-1], flush=True)
+    return {"rows": rows, "setup": f"{n} tracks x {steps} steps, dt={dt}, beta={beta}, [-1,1]^2 reflecting"}
+
+
+def part_noise(out: Path) -> dict:
+    """1-D periodic tracks with Gaussian position noise: raw against corrected increments."""
+    def psi_n(x):
+        return 0.6 * np.cos(PI * x[..., 0]) + 0.3 * np.sin(2 * PI * x[..., 0])
+
+    def grad_n(x):
+        return np.stack([-0.6 * PI * np.sin(PI * x[..., 0]) + 0.6 * PI * np.cos(2 * PI * x[..., 0])], axis=-1)
+
+    g = np.linspace(-1, 1, 201)[:-1, None]
+    true = psi_n(g) - psi_n(g).mean()
+    rows = []
+    for dt, steps, s in ((1e-2, 400, 0.05), (5e-3, 800, 0.03), (5e-3, 800, 0.05), (2e-3, 1000, 0.02)):
+        rng = np.random.default_rng(14)
+        x = sample_sde(grad_n, 3.0, rng.uniform(-1, 1, (300, 1)), dt, steps, rng, -1.0, 1.0, "periodic")
+        clean = x.transpose(1, 0, 2).reshape(-1, 1)
+        noisy = -1.0 + np.mod(clean + s * rng.standard_normal(clean.shape) + 1.0, 2.0)
+        seg = np.repeat(np.arange(300), steps + 1)
+        row = {"dt": dt, "s": s}
+        for name, vals in (("clean", clean), ("noisy", noisy)):
+            tr = TrackTable(vals, seg, seg, np.tile(np.arange(steps + 1) * dt, 300), dt, ("x",), ("state",), -1.0,
+                            1.0, "periodic")
+            for nc in (False, True):
+                est = IncrementsEstimator(hermite_elements=6, noise_correction=nc).fit(tr)
+                p = est.potential(g)
+                p = p - p.mean()
+                key = f"{name}_{'corrected' if nc else 'raw'}"
+                row[key] = float(np.sqrt(np.mean((p - true) ** 2) / np.mean(true**2)))
+                row[key + "_beta"] = est.beta_
+        rows.append(row)
+        print(row, flush=True)
+    return {"rows": rows, "setup": "300 tracks, beta=3, 6 Hermite elements, true beta 3"}
+
+
 def figure(results: dict, path: Path):
     from matplotlib.figure import Figure
 
@@ -194,13 +256,13 @@ def figure(results: dict, path: Path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", default="acceptance", choices=("acceptance", "cvrule", "tracks", "stride", "all"))
+    ap.add_argument("--part", default="acceptance", choices=("acceptance", "cvrule", "tracks", "stride", "walls", "noise", "all"))
     ap.add_argument("--out", default="benchmarks/results", help="JSON of the numbers (kept between parts)")
     ap.add_argument("--figure", default="docs/figures/bench_tracks.png")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = ("acceptance", "cvrule", "tracks", "stride") if args.part == "all" else (args.part,)
+    parts = ("acceptance", "cvrule", "tracks", "stride", "walls", "noise") if args.part == "all" else (args.part,)
     store = out / "bench_tracks.json"
     results = json.loads(store.read_text()) if store.exists() else {}
     for p in parts:

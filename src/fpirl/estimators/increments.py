@@ -65,8 +65,8 @@ WALL_TREATMENTS = ("mirror", "drop", "none")
 WALL_MARGIN = 2.0
 #: The dropped strip never exceeds this fraction of an axis.
 WALL_MARGIN_CAP = 0.1
-#: Transitions evaluated for the explicit residual variance (noise correction, walls); relative error ~0.4%.
-VARIANCE_SAMPLE = 1 << 17
+#: Transitions evaluated for the explicit residual variance (noise correction, walls); relative error ~0.6%.
+VARIANCE_SAMPLE = 1 << 15
 #: Largest number of Hermite coefficients tried by the automatic resolution.
 MAX_AUTO_COEF = 1600
 
