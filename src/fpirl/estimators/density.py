@@ -17,8 +17,10 @@ axes the circular spread) or a given bandwidth. The snapshots then go to
 :class:`fpirl.identify.PotentialEstimator` (eq. ``vsi_regression``).
 
 Defaults, with the reasons measured in docs/benchmarks.md: FE elements per axis
-``N = clip(round((n / 10)^{1/d}), 8, 64)`` (about ten observations per node and snapshot);
-Hermite elements ``max(2, min(8, round(N / 5)))``; snapshot stride :data:`DEFAULT_STRIDE`.
+``N = clip(round(2.1 n^{1/(d+2)}), 4, 64)`` for ``n`` observations per snapshot (a finer grid
+makes the binned densities and their gradients noisier, a coarser one biases them; the exponent
+is the bias-variance balance of a binned gradient, the factor the measured optimum in 2-D);
+Hermite elements ``max(2, min(8, round(N / 4)))``; snapshot stride :data:`DEFAULT_STRIDE`.
 The density path ignores which observation follows which; tracks entering or leaving the field of
 view change the density without any drift (the snapshots are normalised to unit mass, which
 removes only the change of the total).
@@ -40,6 +42,9 @@ from ._base import TrackEstimatorMixin, check_beta, check_elements, check_tracks
 #: Default snapshot stride (frames between snapshots): every frame. On the 2-D benchmark of
 #: docs/benchmarks.md the error was flat for strides 1..20 (1 best by a hair) and worse at 40.
 DEFAULT_STRIDE = 1
+#: FE elements per axis ``N = FE_RULE_FACTOR n^{1/(d+2)}`` for ``n`` observations per snapshot
+#: (measured on the 2-D benchmark: best N = 10, 14, 20 for n = 500, 2000, 10^4).
+FE_RULE_FACTOR = 2.1
 #: Minimum number of observations per snapshot; frames with fewer are pooled or left out.
 MIN_POINTS = 10
 
@@ -81,9 +86,9 @@ class TrackDensityEstimator(TrackEstimatorMixin):
     Parameters
     ----------
     hermite_elements : 'auto', int or tuple of int
-        Hermite elements of psi; ``'auto'``: ``max(2, min(8, round(N / 5)))`` per axis for ``N`` FE elements.
+        Hermite elements of psi; ``'auto'``: ``max(2, min(8, round(N / 4)))`` per axis for ``N`` FE elements.
     fe_elements : 'auto', int or tuple of int
-        FE grid of the snapshots; ``'auto'``: ``clip(round((n / 10)^{1/d}), 8, 64)`` with ``n`` the
+        FE grid of the snapshots; ``'auto'``: ``clip(round(2.1 n^{1/(d+2)}), 4, 64)`` with ``n`` the
         median number of observations per snapshot.
     beta : float, optional
         Fixed inverse temperature; None estimates it as ``beta_from`` says.
@@ -181,7 +186,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
             if self.fe_elements != "auto":
                 raise FpirlInputError(f"fe_elements must be 'auto' or integers, got {self.fe_elements!r}")
             n_med = float(np.median(n_snap[first:last]))
-            fe = (int(np.clip(np.rint((n_med / 10.0) ** (1.0 / d)), 8, 64)),) * d
+            fe = (int(np.clip(np.rint(FE_RULE_FACTOR * n_med ** (1.0 / (d + 2))), 4, 64)),) * d
         else:
             fe = check_elements(self.fe_elements, d, "fe_elements", 2)
         grid = tracks.grid(fe)
@@ -236,7 +241,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         if isinstance(self.hermite_elements, str):
             if self.hermite_elements != "auto":
                 raise FpirlInputError(f"hermite_elements must be 'auto' or integers, got {self.hermite_elements!r}")
-            herm = tuple(max(2, min(8, int(round(n / 5)))) for n in grid.elements)
+            herm = tuple(max(2, min(8, int(round(n / 4)))) for n in grid.elements)
         else:
             herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1)
         inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
