@@ -1,46 +1,23 @@
-"""Free-energy demonstration in the Grid World MDP (paper section 3.2.3) and soft value iteration."""
+"""Free-energy demonstration in the Grid World MDP (paper section 3.2.3)."""
 
 import numpy as np
 import pytest
 
 from fpirl.mdp import GaussianTransition
 from fpirl.problems.free_energy import (
+    QUICK_PARAMS,
     FreeEnergyParams,
     free_energy_curve,
     gridworld_mdp,
-    run_free_energy,
+    scan_parameters,
 )
-from fpirl.problems.soft_q import soft_policy, soft_state_value, soft_value_iteration
-
-SMALL = FreeEnergyParams(state_elements=12, action_elements=6, steps=200)
+from fpirl.problems.free_energy_report import run_free_energy
 
 
 @pytest.fixture(scope="module")
 def curve():
-    return free_energy_curve(SMALL)
-
-
-def test_soft_state_value_is_log_integral_and_policy_normalised(rng):
-    q = rng.normal(size=(5, 7)) * 30.0
-    w = rng.uniform(0.1, 1.0, size=7)
-    alpha = 0.3
-    v = soft_state_value(q, w, alpha)
-    ref = alpha * np.log(np.sum(w * np.exp(q / alpha), axis=1))
-    np.testing.assert_allclose(v, ref, rtol=1e-12)
-    pi = soft_policy(q, w, alpha)
-    np.testing.assert_allclose(pi @ w, 1.0, rtol=1e-12)
-
-
-def test_soft_value_iteration_one_state_closed_form():
-    # one state, two actions, self loop: V = alpha log sum w exp((r + gamma V)/alpha)
-    # => V (1 - gamma) = alpha log sum w exp(r / alpha)
-    r = np.array([[1.0, 0.5]])
-    w = np.array([1.0, 1.0])
-    alpha, gamma = 0.5, 0.8
-    sol = soft_value_iteration(r, lambda v: np.broadcast_to(v[:, None], r.shape), w, alpha, gamma, tol=1e-12)
-    expect = alpha * np.log(np.sum(w * np.exp(r[0] / alpha))) / (1 - gamma)
-    np.testing.assert_allclose(sol.v[0], expect, rtol=1e-10)
-    assert sol.error_bound <= 1e-12
+    """The run of ``fpirl benchmark free-energy --quick`` (12^2 x 6^2 elements, 200 steps)."""
+    return free_energy_curve(QUICK_PARAMS)
 
 
 def test_fast_transition_matches_gaussian_transition(rng):
@@ -88,12 +65,26 @@ def test_run_free_energy_writes_report(tmp_path):
     assert data.shape == (61, 3)
 
 
-def test_cli_benchmark_free_energy(tmp_path, capsys):
-    from fpirl.cli import main
+def test_scan_reuses_the_curve_and_reports_each_change(curve):
+    rows = scan_parameters(curve, changes=({}, {"steps": 20}))
+    assert [r["change"] for r in rows] == ["(default)", "steps=20"]
+    assert rows[0]["drop"] == curve.drop and rows[0]["monotone"] == curve.monotone
+    assert rows[1]["params"].steps == 20 and rows[1]["drop"] < rows[0]["drop"]  # stopped before the plateau
 
-    assert main(["benchmark", "free-energy", "--quick", "--no-progress", "-o", str(tmp_path / "fe")]) == 0
-    assert (tmp_path / "fe" / "report.md").exists()
-    assert main(["benchmark", "free-energy", "--elements", "5", "-o", str(tmp_path / "x")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not apply" in err[0]
-    assert main(["benchmark", "mountaincar", "--elements", "1", "-o", str(tmp_path / "y")]) == 2
+
+def test_cli_benchmark_free_energy_quick_numbers(tmp_path, cli, curve):
+    out = tmp_path / "fe"
+    proc = cli("benchmark", "free-energy", "--quick", "--no-progress", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    # the numbers written are those of the quick parameters, computed independently here
+    data = np.loadtxt(out / "free_energy.csv", delimiter=",", skiprows=1)
+    np.testing.assert_array_equal(data[:, 0], np.arange(QUICK_PARAMS.steps + 1))
+    np.testing.assert_allclose(data[:, 1], curve.free_energy, rtol=1e-12)
+    np.testing.assert_allclose(data[:, 2], curve.kl_stationary, rtol=1e-9, atol=1e-15)
+    report = (out / "report.md").read_text()
+    assert f"| 0 | {curve.free_energy[0]:.6f} |" in report and f"| 200 | {curve.free_energy[-1]:.6f} |" in report
+    assert f"F_min = {curve.free_energy_min:.4f}" in report and "Monotone: **yes**" in report
+    assert "Quick run" in report and "Parameter scan" not in report
+    assert f"-> {curve.free_energy[-1]:.4f}" in proc.stdout
+    cli.assert_input_error(cli("benchmark", "free-energy", "--elements", "5", "-o", tmp_path / "x"), "does not apply")
+    cli.assert_input_error(cli("benchmark", "mountaincar", "--elements", "1", "-o", tmp_path / "y"), ">= 2")

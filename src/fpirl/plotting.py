@@ -33,6 +33,9 @@ __all__ = [
     "plot_kl",
     "plot_potential_comparison",
     "plot_result",
+    "robust_range",
+    "save_figure",
+    "symmetric_range",
 ]
 
 _RESULT_PANELS = (
@@ -45,7 +48,12 @@ _RESULT_PANELS = (
 # --------------------------------------------------------------------------------------------
 # saving
 # --------------------------------------------------------------------------------------------
-def _save(fig: Figure, path) -> Path:
+def save_figure(fig: Figure, path, dpi: int = 100) -> Path:
+    """Write ``fig`` atomically, in the format of the suffix of ``path``."""
+    return _save(fig, path, dpi)
+
+
+def _save(fig: Figure, path, dpi: int = 100) -> Path:
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     supported = fig.canvas.get_supported_filetypes()
@@ -55,7 +63,7 @@ def _save(fig: Figure, path) -> Path:
             f"(use one of {', '.join('.' + k for k in sorted(supported))})"
         )
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=100)
+        fig.savefig(tmp, format=fmt, dpi=dpi)
     return path
 
 

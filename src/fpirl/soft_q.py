@@ -20,7 +20,8 @@ that it is stable for any ``Q / alpha``.
 
 The expectation over the next state is problem specific and passed in as a callable: a Gaussian
 kernel for the Grid World (:mod:`fpirl.problems.free_energy`), an interpolation matrix at the
-deterministic next state for Mountain Car (:mod:`fpirl.problems.mountain_car`).
+deterministic next state for Mountain Car (:mod:`fpirl.problems.mountain_car_rl`). It is the
+forward (RL) solver the benchmarks use to make ground truths; the inverse method does not need it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import FpirlInputError
+from ._errors import FpirlInputError
 
 __all__ = ["SoftQSolution", "soft_policy", "soft_state_value", "soft_value_iteration"]
 

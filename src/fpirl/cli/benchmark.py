@@ -22,11 +22,11 @@ def _benchmark_mountaincar(args) -> None:
 
 
 def _benchmark_free_energy(args) -> None:
-    from ..problems.free_energy import run_free_energy
+    from ..problems.free_energy_report import run_free_energy
 
     if args.elements is not None:
         raise FpirlInputError("--elements does not apply to the free-energy benchmark")
-    run_free_energy(args.output, progress=_progress(args), scan=not args.quick)
+    run_free_energy(args.output, progress=_progress(args), quick=args.quick)
 
 
 def _benchmark_gridworld(args) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import FpirlInputError
-from .soft_q import soft_policy
+from ..soft_q import soft_policy
 from .mountain_car_rl import (ALPHA, GAMMA, MAX_POSITION, MAX_SPEED, MIN_POSITION,
                               MountainCarQ, SoftQSettings, load_or_solve_mountain_car, mountain_car_step,
                               rollout_gymnasium, solve_mountain_car)
