@@ -99,6 +99,8 @@ def test_registry():
 def test_recovery_1d_periodic_and_beta(tracks1):
     est = IncrementsEstimator(hermite_elements=6).fit(tracks1)
     assert rel_error(est, psi1, -1, 1) < 0.08
+    s = est.system_
+    assert s.n_transitions == len(tracks1.pairs()[0]) and s.A.shape == (est.hermite_.n_coef,) * 2
     assert est.beta_ == pytest.approx(3.0, rel=0.03)
     # zero-mean output
     assert abs(np.sum(est.hermite_.mean_functional() * est.coef_)) < 1e-10
@@ -120,7 +122,7 @@ def test_recovery_2d_reflecting(tracks2):
     est = IncrementsEstimator(hermite_elements=3).fit(tracks2)
     assert rel_error(est, psi2, [-1, -1], [1, 1]) < 0.08
     assert est.beta_ == pytest.approx(2.0, rel=0.05)
-    assert not est.hermite_.periodic and est.settings_["walls"] == "mirror"
+    assert not est.hermite_.periodic and est.settings_["walls_mirrored"] == "x0,x1"
     naive = IncrementsEstimator(hermite_elements=3, walls="none").fit(tracks2)
     assert rel_error(naive, psi2, [-1, -1], [1, 1]) > 0.2
     drop = IncrementsEstimator(hermite_elements=2, walls="drop").fit(tracks2)
@@ -139,6 +141,15 @@ def test_periodic_wrap_uses_minimal_image():
     est = IncrementsEstimator(hermite_elements=3).fit(tr)
     assert rel_error(est, psi, [-1, -1], [1, 1]) < 0.1
     assert est.beta_ == pytest.approx(2.0, rel=0.03)
+
+
+def test_walls_auto_leaves_axes_with_large_steps_alone(rng):
+    """Independent uniform positions: steps ~ 0.4 of the box, no thin boundary layer to model."""
+    v = rng.uniform(-1, 1, (2000, 1))
+    seg = np.repeat(np.arange(100), 20)
+    tr = TrackTable(v, seg, seg, np.tile(np.arange(20) * 0.1, 100), 0.1, ("v",), ("action",), -1, 1)
+    assert IncrementsEstimator(hermite_elements=2).fit(tr).settings_["walls_mirrored"] == ""
+    assert IncrementsEstimator(hermite_elements=2, walls="mirror").fit(tr).settings_["walls_mirrored"] == "v"
 
 
 def test_drift_axes_subset(tracks2):

@@ -30,7 +30,7 @@ regressor noise still smooths grad psi by a Gaussian of width ``s`` (an ``O(s^2)
 Reflecting walls: a step that would cross a wall is folded back, so increments that start within
 a few step lengths ``sigma = sqrt(2 dt / beta)`` of a wall are biased away from it (a spurious
 repulsion of order ``sigma / dt``, far larger than the drift) and their drift is attenuated.
-``walls='mirror'`` (default) models the fold of a Gaussian step at the nearer wall (the
+``walls='mirror'`` models the fold of a Gaussian step at the nearer wall (the
 Euler-Maruyama sampler folds each axis independently): the increment on axis ``a`` has mean
 ``b(delta) - f(delta) d_a psi dt`` to first order in ``dt`` (:func:`mirror_wall_terms`), so
 ``b`` is subtracted from the increment and the row of the regression is scaled by ``f``; the
@@ -38,8 +38,9 @@ fit stays linear and keeps the data near the walls. ``sigma`` comes from the giv
 the rms increment of the transitions further than ``4 sigma`` from every wall. ``walls='drop'``
 leaves out transitions starting within ``wall_margin`` rms increments of a wall (psi there is the
 cubic continuation of the fit, which is noisier); ``'none'`` uses every increment as it is, which
-is right for a box that is only the range of the data, without physical walls. On periodic boxes
-nothing changes.
+is right for a box that is only the range of the data, without physical walls. The default
+``walls='auto'`` mirrors the axes whose ``sigma`` is at most 10% of the axis and leaves the others
+as they are. On periodic boxes nothing changes.
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ from .selection import CV_RIDGES, CV_RULES, candidate_elements, cross_validate, 
 #: Relative ridge with a fixed resolution and ``ridge=None``.
 DEFAULT_RIDGE = 1e-4
 #: Ways to handle reflecting walls.
-WALL_TREATMENTS = ("mirror", "drop", "none")
+WALL_TREATMENTS = ("auto", "mirror", "drop", "none")
+#: ``walls='auto'`` mirrors an axis only if its step ``sigma`` is at most this fraction of the axis.
+WALL_AUTO_MAX = 0.1
 #: With ``walls='drop'``: distance from a wall, in rms increments per axis, inside which transitions are dropped.
 WALL_MARGIN = 2.0
 #: The dropped strip never exceeds this fraction of an axis.
@@ -127,10 +130,13 @@ class IncrementsEstimator(TrackEstimatorMixin):
         axes. psi is then determined along the other axes only by the penalty.
     noise_correction : bool
         Correct drift and beta for localisation noise (module doc). Needs runs of three observations.
-    walls : {'mirror', 'drop', 'none'}
-        Treatment of reflecting walls (module doc): model the fold (default), drop the
-        transitions within ``wall_margin`` rms increments (at most 10% of the axis) of a wall, or
-        nothing (a box without physical walls, e.g. the range of velocity data).
+    walls : {'auto', 'mirror', 'drop', 'none'}
+        Treatment of reflecting walls (module doc): model the fold on every drift axis
+        (``'mirror'``), or only on the axes whose step ``sigma`` is at most 10% of the axis
+        (``'auto'``, default: a thin boundary layer, where the flat-wall model holds; axes with
+        large steps, e.g. velocities derived from noisy positions, are left alone); drop the
+        transitions within ``wall_margin`` rms increments (at most 10% of the axis) of a wall; or
+        nothing (``'none'``: a box without physical walls, e.g. the range of the data).
     wall_margin : float
         Strip width for ``walls='drop'``.
     cv_folds : int
@@ -156,12 +162,15 @@ class IncrementsEstimator(TrackEstimatorMixin):
     cv_ : dict or None
         The CV curve (:func:`~fpirl.estimators.selection.cross_validate`) with ``'auto'``.
     n_transitions_ : int
+    system_ : IncrementSystem
+        Normal equations of the final fit (``A``, ``b``, ``c``, counts), e.g. for the posterior of
+        :mod:`fpirl.uncertainty`.
     """
 
     name = "increments"
 
     def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
-                 walls="mirror", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False):
+                 walls="auto", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False):
         self.hermite_elements = hermite_elements
         self.beta = beta
         self.ridge = ridge
@@ -229,7 +238,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
             raise FpirlInputError(f"no track has {need} consecutive observations away from the walls: nothing to regress")
         dt = tracks.dt
         dx = dx[:, drift]
-        if not tracks.periodic and self.walls == "mirror":
+        mirrored = []
+        if not tracks.periodic and self.walls in ("mirror", "auto"):
             lo, hi = tracks.lower[drift], tracks.upper[drift]
             if beta is not None:
                 sigma = np.full(len(drift), np.sqrt(2.0 * dt / beta))
@@ -237,11 +247,16 @@ class IncrementsEstimator(TrackEstimatorMixin):
                 rms = np.sqrt(np.mean(dx * dx, axis=0))
                 far = np.all((start[:, drift] > lo + 4 * rms) & (start[:, drift] < hi - 4 * rms), axis=1)
                 sigma = np.sqrt(np.mean(dx[far] ** 2, axis=0)) if np.count_nonzero(far) > 10 else rms
-            shift, weights = mirror_wall_terms(start[:, drift], lo, hi, sigma)
-            dx = dx - shift
-            # beta from the transitions that cannot have touched a wall
-            var_margin = np.zeros(tracks.ndim)
-            var_margin[drift] = np.minimum(4 * sigma, 0.25 * (hi - lo))
+            use = np.ones(len(drift), dtype=bool) if self.walls == "mirror" else sigma <= WALL_AUTO_MAX * (hi - lo)
+            if np.any(use):
+                shift, weights = mirror_wall_terms(start[:, drift], lo, hi, sigma)
+                shift[:, ~use] = 0.0
+                weights[:, ~use] = 1.0
+                dx = dx - shift
+                # beta from the transitions that cannot have touched a wall
+                var_margin = np.zeros(tracks.ndim)
+                var_margin[np.asarray(drift)[use]] = np.minimum(4 * sigma, 0.25 * (hi - lo))[use]
+                mirrored = [drift[j] for j in np.flatnonzero(use)]
         velocity = dx / dt
         periodic = tracks.periodic
         self.cv_ = None
@@ -270,7 +285,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         rss = system.rss(coef)
         self.localization_noise_ = None
         if beta is None:
-            explicit = not tracks.periodic and self.walls == "mirror"
+            explicit = bool(mirrored)
             var_dx = self._increment_variance(tracks, space, coef, drift, rss, system.n_rows, var_margin, explicit)
             if not var_dx > 0:
                 raise FpirlInputError("the increments have no residual variance: beta cannot be estimated; give beta")
@@ -280,6 +295,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         fe = default_result_elements(tracks, elements) if self.fe_elements is None else \
             check_elements(self.fe_elements, tracks.ndim, "fe_elements", 2)
         self.coef_ = coef
+        self.system_ = system
         self.beta_ = float(beta_)
         self.hermite_ = space
         self.grid_ = tracks.grid(fe)
@@ -299,6 +315,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
             "beta_estimated": int(beta is None),
             "noise_correction": int(bool(self.noise_correction)),
             "walls": self.walls if not tracks.periodic else "periodic",
+            "walls_mirrored": ",".join(tracks.names[a] for a in mirrored),
             "wall_margin": ",".join(f"{v:.4g}" for v in margin),
             "drift_axes": ",".join(tracks.names[a] for a in drift),
             "n_transitions": int(system.n_transitions),
