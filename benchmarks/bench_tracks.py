@@ -13,6 +13,7 @@ Parts (``--part``):
   stride      density estimator: error against the snapshot stride
   walls       2-D reflecting box: wall treatments 'none', 'drop', 'mirror'
   noise       1-D tracks with position noise: raw against noise-corrected increments
+  fourd       4-D reflecting box, 10^5 transitions: fit times
   all         everything
 
 Usage::
@@ -213,6 +214,34 @@ def part_noise(out: Path) -> dict:
     return {"rows": rows, "setup": "300 tracks, beta=3, 6 Hermite elements, true beta 3"}
 
 
+def part_fourd(out: Path) -> dict:
+    """4-D reflecting box (2 states, 2 actions), 1000 tracks x 100 steps = 10^5 transitions: fit times."""
+    lo4, hi4 = -1.5 * np.ones(4), 1.5 * np.ones(4)
+
+    def grad4(x):
+        return np.stack([x[:, 0] + 0.3 * x[:, 2], x[:, 1] + 0.3 * x[:, 3],
+                         2 * x[:, 2] + 0.3 * x[:, 0], 2 * x[:, 3] + 0.3 * x[:, 1]], axis=1)
+
+    rng = np.random.default_rng(4)
+    n, steps, dt = 1000, 100, 1e-2
+    x = sample_sde(grad4, 2.0, rng.uniform(lo4, hi4, (n, 4)), dt, steps, rng, lo4, hi4, "reflecting")
+    seg = np.repeat(np.arange(n), steps + 1)
+    tracks = TrackTable(x.transpose(1, 0, 2).reshape(-1, 4), seg, seg, np.tile(np.arange(steps + 1) * dt, n), dt,
+                        ("s0", "s1", "a0", "a1"), ("state", "state", "action", "action"), lo4, hi4, "reflecting")
+    rows = []
+    for e in (2, 3):
+        for drift in (None, [2, 3]):
+            est, t = timed(lambda: IncrementsEstimator(hermite_elements=e, drift_axes=drift), tracks)
+            rows.append({"elements": e, "n_coef": est.hermite_.n_coef, "drift_axes": "all" if drift is None else "actions",
+                         "seconds": t, "beta": est.beta_, "load": load()})
+            print(rows[-1], flush=True)
+    est, t = timed(lambda: IncrementsEstimator(), tracks)
+    rows.append({"elements": "auto", "chosen": est.cv_["chosen_elements"], "drift_axes": "all", "seconds": t,
+                 "beta": est.beta_, "load": load()})
+    print(rows[-1], flush=True)
+    return {"rows": rows, "setup": f"{n} tracks x {steps} steps, dt={dt}, beta=2, [-1.5,1.5]^4 reflecting"}
+
+
 def figure(results: dict, path: Path):
     from matplotlib.figure import Figure
 
@@ -256,13 +285,14 @@ def figure(results: dict, path: Path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", default="acceptance", choices=("acceptance", "cvrule", "tracks", "stride", "walls", "noise", "all"))
+    ap.add_argument("--part", default="acceptance", choices=("acceptance", "cvrule", "tracks", "stride", "walls", "noise", "fourd", "all"))
     ap.add_argument("--out", default="benchmarks/results", help="JSON of the numbers (kept between parts)")
     ap.add_argument("--figure", default="docs/figures/bench_tracks.png")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = ("acceptance", "cvrule", "tracks", "stride", "walls", "noise") if args.part == "all" else (args.part,)
+    parts = (("acceptance", "cvrule", "tracks", "stride", "walls", "noise", "fourd") if args.part == "all"
+             else (args.part,))
     store = out / "bench_tracks.json"
     results = json.loads(store.read_text()) if store.exists() else {}
     for p in parts:
