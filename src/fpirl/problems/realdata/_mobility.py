@@ -14,9 +14,9 @@ so :math:`p \propto e^{-\beta\psi}` is still stationary for every ``g``: the Bol
 the paper's SDE (eq. ``SDE``). The mobility only changes how fast (and how noisily) velocities relax.
 
 Fit (on training tracks only): (1) psi and beta by the increments estimator (velocity-only psi);
-(2) ``log g`` a Legendre polynomial of total degree 3 in the velocity scaled to the box, by maximum
-likelihood of the squared residuals (a Gamma GLM with log link, Newton steps), normalised to mean 1
-over the data (``(g, psi, beta) -> (c g, psi / c, c beta)`` leaves the process unchanged); (3) psi and
+(2) ``log g`` a Legendre polynomial (total degree chosen by CV, at most 3) in the velocity scaled to
+the box, by maximum likelihood of the squared residuals (a Gamma GLM with log link, Newton steps),
+normalised to mean ``log g = 0`` over the data and bounded to ``|log g| <= 3`` (``(g, psi, beta) -> (c g, psi / c, c beta)`` leaves the process unchanged); (3) psi and
 beta refitted by weighted least squares with ``g`` fixed (weights ``1/g``, the ``grad g / beta`` term
 moved to the left), steps (2)-(3) twice. The one-step predictive is the Euler-Maruyama Gaussian
 :math:`a_{k+1} \sim \mathcal N(a_k + [\dots]\Delta t,\ 2 g(a_k)\Delta t/\beta\ I)`.
@@ -32,6 +32,8 @@ from ..._transitions import Transitions, gaussian_logpdf
 from ._model import VelocityPotentialEstimator, _action_table
 
 LOG_G_DEGREE = 3
+#: |log g| never exceeds this (mobility within a factor e^3 of its typical value)
+LOG_G_BOUND = 3.0
 
 
 def _row_kron(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -62,7 +64,9 @@ class MobilityModel:
         return np.clip(2.0 * (a - self.lower_) / (self.upper_ - self.lower_) - 1.0, -1.0, 1.0)
 
     def log_g(self, a: np.ndarray) -> np.ndarray:
-        return _legendre_design(self._u(a), self.alphas_, self.degree) @ self.c_
+        """``log g``, bounded to ``[-LOG_G_BOUND, LOG_G_BOUND]`` (a polynomial extrapolates wildly
+        where the data are sparse; bounded features keep one tracking jump from dominating)."""
+        return np.clip(_legendre_design(self._u(a), self.alphas_, self.degree) @ self.c_, -LOG_G_BOUND, LOG_G_BOUND)
 
     def grad_log_g(self, a: np.ndarray) -> np.ndarray:
         h = 1e-6 * (self.upper_ - self.lower_)
@@ -93,17 +97,36 @@ class MobilityModel:
 
     # --- fit ---------------------------------------------------------------------------
     def _fit_log_g(self, U, q):
-        """Gamma GLM (log link) of the per-transition variance ratios q: minimise sum(h + q e^{-h})."""
-        c = np.zeros(U.shape[1])
-        c[0] = np.log(np.mean(q))
-        for _ in range(30):
-            h = U @ c
-            w = q * np.exp(-np.clip(h, -50, 50))
-            grad = U.T @ (1.0 - w)
-            hess = (U * w[:, None]).T @ U + 1e-8 * np.eye(U.shape[1])
-            step = np.linalg.solve(hess, grad)
-            c -= step
-            if np.max(np.abs(step)) < 1e-8:
+        """Gamma GLM (log link) of the per-transition variance ratios q: minimise the convex
+        ``f(c) = mean(h + q e^{-h}) + kappa |c_{1:}|^2``, ``h = U c``, by Newton steps with backtracking."""
+        n, m = U.shape
+        kappa = 1e-6
+        pen = np.full(m, kappa)
+        pen[0] = 0.0
+
+        def objective(c):
+            h = np.clip(U @ c, -60.0, 60.0)
+            return float(np.mean(h + q * np.exp(-h)) + np.sum(pen * c * c))
+
+        c = np.zeros(m)
+        c[0] = np.log(max(float(np.mean(q)), 1e-300))
+        f = objective(c)
+        for _ in range(50):
+            h = np.clip(U @ c, -60.0, 60.0)
+            w = q * np.exp(-h)
+            grad = U.T @ (1.0 - w) / n + 2 * pen * c
+            hess = (U * w[:, None]).T @ U / n + np.diag(2 * pen) + 1e-12 * np.eye(m)
+            step = np.linalg.lstsq(hess, grad, rcond=None)[0]
+            t = 1.0
+            while t > 1e-6:
+                f_new = objective(c - t * step)
+                if f_new <= f:
+                    break
+                t *= 0.5
+            else:
+                break
+            c, f_old, f = c - t * step, f, f_new
+            if f_old - f < 1e-12 * (1.0 + abs(f)):
                 break
         return c
 
@@ -127,13 +150,13 @@ class MobilityModel:
         self.c_ = np.zeros(self.alphas_.shape[0])
         for _ in range(int(self.iterations)):
             # (2) mobility from the residuals of the current drift
-            g = np.exp(U @ self.c_)[:, None]
+            g = np.exp(self.log_g(a0))[:, None]
             resid = y + g * grad_psi - g * self.grad_log_g(a0) / self.beta_
             q = np.sum(resid**2, axis=1) * dt * self.beta_ / (2.0 * d)
             self.c_ = self._fit_log_g(U, q)
-            self.c_[0] -= np.log(np.mean(np.exp(U @ self.c_)))  # mean g = 1 over the data
+            self.c_[0] -= np.mean(U @ self.c_)  # mean log g = 0 over the data (g's scale goes into beta)
             # (3) psi and beta by weighted least squares with g fixed
-            g = np.exp(U @ self.c_)
+            g = np.exp(self.log_g(a0))
             rhs_y = y - g[:, None] * self.grad_log_g(a0) / self.beta_
             sq = np.sqrt(g)
             Ab = sum((B[j] * sq[:, None]).T @ (B[j] * sq[:, None]) for j in range(d))
