@@ -29,7 +29,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     from fpirl.problems.experiment import json_default
-    from fpirl.problems.mountain_car import run_mountaincar
+    from fpirl.problems.mountain_car_report import run_mountaincar
 
     out = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="fpirl-mc-"))
     elements = None if args.elements is None else [int(v) for v in args.elements.split(",")]

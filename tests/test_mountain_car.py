@@ -14,6 +14,7 @@ from fpirl.problems.mountain_car import (
     mountain_car_step,
     normalise,
     rollout_gymnasium,
+    split_action_part,
 )
 
 
@@ -87,15 +88,31 @@ def test_normalise_maps_box_to_unit_cube():
     np.testing.assert_allclose(normalise(pts), [[-1, -1, -1], [1, 1, 1], [0, 0, 0]], atol=1e-12)
 
 
+def test_split_action_part_is_exact(soft_q):
+    fit = fit_q_hermite(soft_q, MC_HERMITE_ELEMENTS)
+    q_state, q_action = split_action_part(fit)
+    np.testing.assert_allclose(q_state + q_action, fit.coef, atol=1e-12)
+    coords = [np.linspace(-1, 1, 9), np.linspace(-1, 1, 7), np.linspace(-1, 1, 201)[:-1]]
+    qs = fit.hermite.evaluate_grid(q_state, coords)
+    qa = fit.hermite.evaluate_grid(q_action, coords)
+    np.testing.assert_allclose(qs, qs[:, :, :1] * np.ones_like(qs), atol=1e-10)  # constant in the force
+    # zero force mean at every state: the trapezoid rule is spectrally accurate for periodic cubics
+    assert np.abs(qa.mean(axis=2)).max() < 1e-6 * np.abs(qa).max()
+
+
 def test_spec_scaling_and_sign(soft_q):
     fit = fit_q_hermite(soft_q, MC_HERMITE_ELEMENTS)
-    spec = mountain_car_spec(fit, beta=5.0, dt=0.02, psi_range=2.0, steps=4)
+    spec = mountain_car_spec(fit, beta=5.0, dt=0.02, psi_range=2.0, action_contrast=3.0, steps=4)
     coords = [np.linspace(-1, 1, 41)] * 3
     psi = spec.hermite.evaluate_grid(spec.coef, coords)
-    q = fit.hermite.evaluate_grid(fit.coef, coords)
-    assert psi.max() - psi.min() == pytest.approx(2.0, rel=1e-10)
+    q_state, q_action = (fit.hermite.evaluate_grid(c, coords) for c in split_action_part(fit))
+    # state part: range 2 and sign flipped; action part: 90th percentile of beta x range over the force = 3
+    psi_state = psi.mean(axis=2)
+    assert np.ptp(psi_state) == pytest.approx(2.0, rel=0.02)
+    assert np.corrcoef(psi_state.ravel(), q_state[:, :, 0].ravel())[0, 1] == pytest.approx(-1.0, abs=1e-4)
+    assert np.percentile(5.0 * np.ptp(psi, axis=2), 90) == pytest.approx(3.0, rel=1e-10)
+    assert np.corrcoef((psi - psi_state[..., None]).ravel(), q_action.ravel())[0, 1] == pytest.approx(-1.0, abs=1e-3)
     assert abs(psi.mean()) < 0.05  # zero mean over the domain (the grid mean is close)
-    assert np.corrcoef(psi.ravel(), q.ravel())[0, 1] == pytest.approx(-1.0)
     assert spec.roles == MC_ROLES and spec.boundary == "periodic"
 
 
@@ -108,7 +125,7 @@ def test_cache_roundtrip(tmp_path):
 
 
 def test_run_mountaincar_quick_pipeline(tmp_path):
-    from fpirl.problems.mountain_car import run_mountaincar
+    from fpirl.problems.mountain_car_report import run_mountaincar
 
     s = run_mountaincar(tmp_path, elements=(8, 12), quick=True, progress=False, verbose=False, episodes=0)
     assert s["elements"] == [8, 12]
@@ -117,7 +134,10 @@ def test_run_mountaincar_quick_pipeline(tmp_path):
     assert per[12]["fp"]["kl_ratio"] < 0.1
     mc = s["mountain_car"]
     assert 0 < mc["fit"]["relative_error"] < 0.5
+    assert mc["policy_contrast"]["p90"] == pytest.approx(3.0, rel=1e-10)  # a peaked ground-truth policy
+    assert per[12]["fp"]["policy_kl_mean"] < per[8]["fp"]["policy_kl_mean"]
     text = (tmp_path / "report.md").read_text()
     assert "Mountain Car: the RL step and the modified problem" in text and "soft Q-iteration" in text
+    assert "Quick run" in text and "policy KL mean" in text
     for f in ("result_N8.nc", "result_N12.nc", "fig_soft_q.png", "summary.json"):
         assert (tmp_path / f).exists()

@@ -16,7 +16,7 @@ def _elements(args):
 
 
 def _benchmark_mountaincar(args) -> None:
-    from ..problems.mountain_car import run_mountaincar
+    from ..problems.mountain_car_report import run_mountaincar
 
     run_mountaincar(args.output, elements=_elements(args), quick=args.quick, progress=_progress(args))
 
