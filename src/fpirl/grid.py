@@ -1,6 +1,6 @@
 """Uniform tensor-product grids over a joint state-action hyper-rectangle.
 
-Node placement (DESIGN section 2): every axis ``i`` is split into ``N_i`` equal elements of
+Node placement (docs/formats.md, "Density dataset"): every axis ``i`` is split into ``N_i`` equal elements of
 width ``h_i = (upper_i - lower_i) / N_i``.
 
 * periodic axis: ``N_i`` distinct nodes ``x_j = lower + j h`` for ``j = 0..N_i-1``; the node at

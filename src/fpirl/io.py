@@ -1,4 +1,4 @@
-"""Reading and writing fpirl files (DESIGN section 6 is the contract).
+"""Reading and writing fpirl files (docs/formats.md is the contract).
 
 Density dataset (netCDF)
     variable ``density`` with dims ``(time, axis names...)``; one coordinate per axis holding the

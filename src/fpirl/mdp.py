@@ -1,6 +1,6 @@
 """Recover the MDP (Q-function, policy, transition, reward) from a Fokker-Planck potential.
 
-Paper section 3, DESIGN section 3. With ``x = (s, a)`` the joint state-action variable and
+Paper section 3 (docs/method.md, "From the potential to the MDP"). With ``x = (s, a)`` the joint state-action variable and
 ``psi`` the potential of the Fokker-Planck PDE on a :class:`~fpirl.grid.Grid`:
 
 * ``Q(s, a) = -psi(s, a)`` (Value-Potential Equivalence, eq. ``conjecture_equivalence``);

@@ -1,7 +1,7 @@
 """Gauss-Legendre rules on the unit interval and composite rules on 1-D break points.
 
 An ``n``-point Gauss-Legendre rule integrates polynomials of degree ``2n - 1`` exactly.
-Every integrand of the weak form (DESIGN section 2) is, on each cell of the union of the
+Every integrand of the weak form (docs/method.md, "Discretisation") is, on each cell of the union of the
 finite-element and Hermite break points, a polynomial of degree at most 5 per axis
 (hat x Hermite cubic x hat), so the default ``n = 3`` is exact.
 """

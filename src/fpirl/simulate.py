@@ -1,6 +1,6 @@
 """Forward models on the joint state-action space: the MDP density map and the SDE sampler.
 
-* :func:`mdp_density_map` -- eq. ``density_evolution`` (DESIGN section 4);
+* :func:`mdp_density_map` -- eq. ``density_evolution``;
 * :func:`sample_sde` -- Euler-Maruyama for the Ito SDE of eq. ``SDE``
   (``dx = -grad psi(x) dt + sqrt(2/beta) dW``);
 * :func:`histogram_density` -- cloud-in-cell density estimate of samples on a grid, to compare

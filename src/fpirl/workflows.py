@@ -53,7 +53,7 @@ class FittedModel:
 
 
 def model_from_result(ds, grid: Grid) -> FittedModel:
-    """Rebuild the fitted model of a result dataset (DESIGN section 6) on its FE ``grid``."""
+    """Rebuild the fitted model of a result dataset (docs/formats.md) on its FE ``grid``."""
     if "hermite_coefficients" not in ds:
         raise FpirlInputError("result has no 'hermite_coefficients' variable")
     elements = np.asarray(ds.attrs.get("hermite_elements", []), dtype=int).ravel()

@@ -63,7 +63,7 @@ def von_mises_bump(lower, upper, centre, kappa) -> Callable[[np.ndarray], np.nda
     """Smooth periodic bump ``prod_i exp(kappa_i (cos(2 pi (x_i - c_i) / L_i) - 1))``.
 
     Use it as an initial density on periodic boxes: unlike a Gaussian cut at the seam it is
-    smooth across the periodic boundary, so spectral solvers do not ring (DESIGN, traps).
+    smooth across the periodic boundary, so spectral solvers do not ring (docs/method.md, "Benchmark data").
 
     Parameters
     ----------

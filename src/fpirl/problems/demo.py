@@ -1,6 +1,6 @@
 """The built-in demo: recover a known potential from synthetic Fokker-Planck data.
 
-Setting (DESIGN section 4, "what we measured while planning"): one state ``s`` and one action
+Setting (docs/method.md, "Benchmark data"): one state ``s`` and one action
 ``a`` on the periodic box ``[-1, 1]^2``, ``beta = 5``, snapshot spacing ``dt = 0.02``, 50
 snapshots. The true potential lies inside the periodic cubic Hermite space with 4 elements per
 axis: it is the Hermite interpolant of
