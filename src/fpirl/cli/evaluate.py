@@ -65,10 +65,13 @@ def cmd_evaluate(args) -> int:
         return EXIT_OK
     print(f"fpirl evaluate: {score.transitions} held-out transitions (three consecutive observations) "
           f"in {table.n_tracks} tracks of {args.tracks}")
-    print(f"{'model':<24}{'log-likelihood':>16}{'std. error':>12}{'vs fpirl':>10}")
+    print(f"{'model':<24}{'log-likelihood':>16}{'model - fpirl':>16}{'std. error':>12}")
     for name, value in score.loglik.items():
-        diff = "" if name == "fpirl" else f"{value - score.loglik['fpirl']:+10.4f}"
-        print(f"{name:<24}{value:>16.4f}{score.standard_error(name):>12.4f}{diff:>10}")
-    print("(mean log-density of the next position in nats per transition, in the table's units; "
-          "standard errors over tracks)")
+        if name == "fpirl":
+            print(f"{name:<24}{value:>16.4f}")
+        else:
+            print(f"{name:<24}{value:>16.4f}{value - score.loglik['fpirl']:>+16.4f}"
+                  f"{score.difference_se(name, 'fpirl'):>12.4f}")
+    print("(mean log-density of the next position in nats per transition, in the table's units; higher is better; "
+          "standard errors of the paired differences over tracks)")
     return EXIT_OK
