@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import xarray as xr
 
+import fpirl._files
 from fpirl import DensitySnapshots, FpirlInputError, Grid, HermiteSpace
+from fpirl.mdp import MDP
 from fpirl.io import (
+    atomic_path,
     atomic_write,
+    check_output_path,
     density_dataset,
     grid_from_dataset,
+    model_from_result,
     read_density,
     read_result,
     result_dataset,
@@ -80,8 +86,8 @@ def test_density_file_follows_contract(tmp_path, rng):
 def test_result_round_trip(tmp_path):
     grid = _grid()
     est = _fake_estimator(grid)
-    mdp = SimpleNamespace(q_value=-np.ones(grid.shape), policy=np.full(grid.shape, 0.5),
-                          reward=np.zeros(grid.shape), gamma=0.9)
+    mdp = MDP(grid, 2.5, 0.1, 0.9, q_value=-np.ones(grid.shape), policy=np.full(grid.shape, 0.5), transition=None,
+              reward=np.zeros(grid.shape))
     ds = result_dataset(est, mdp=mdp, dt=0.1,
                         extra={"density_fit_residual": np.zeros(grid.shape), "note": "hello"})
     path = write_result(tmp_path / "r.nc", ds)
@@ -281,3 +287,64 @@ def test_write_errors_are_input_errors(tmp_path, rng):
     with pytest.raises(FpirlInputError, match="unknown file type"):
         write_density(tmp_path / "d.h5", snap)
     _only(tmp_path)
+
+
+def test_output_path_checks(tmp_path, monkeypatch):
+    (tmp_path / "file.nc").write_text("x")
+    with pytest.raises(FpirlInputError, match="is a file, not a directory"):
+        check_output_path(tmp_path / "file.nc" / "sub" / "out.nc")
+    with pytest.raises(FpirlInputError, match="directory does not exist"):
+        check_output_path(tmp_path / "missing" / "out.nc")
+    with pytest.raises(FpirlInputError, match="must end in .nc"):
+        check_output_path(tmp_path / "out.txt", (".nc",))
+    with pytest.raises(FpirlInputError, match="is the input file"):
+        check_output_path(tmp_path / "." / "file.nc", inputs=(None, tmp_path / "file.nc"))
+    assert check_output_path(tmp_path / "new.nc", (".nc",), inputs=(tmp_path / "file.nc",)) == tmp_path / "new.nc"
+    # an unwritable directory is found before any work (os.access: tests may run as root)
+    real = os.access
+    monkeypatch.setattr(fpirl._files.os, "access", lambda p, mode: False if Path(p) == tmp_path else real(p, mode))
+    with pytest.raises(FpirlInputError, match="permission denied") as info:
+        check_output_path(tmp_path / "new.nc")
+    assert str(tmp_path / "new.nc") in str(info.value)
+
+
+def test_write_errors_name_the_users_file_not_the_temporary_one(tmp_path, monkeypatch):
+    target = tmp_path / "r.nc"
+
+    def writer(tmp):
+        raise PermissionError(13, "Permission denied", str(tmp))
+
+    with pytest.raises(OSError) as info:
+        atomic_write(target, writer)
+    assert info.value.filename == str(target) and ".tmp" not in str(info.value)
+
+    def no_temp(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / ".r.nc.abc.tmp"))
+
+    monkeypatch.setattr(fpirl._files.tempfile, "mkstemp", no_temp)
+    with pytest.raises(FpirlInputError) as info:
+        with atomic_path(target):
+            pass
+    assert str(target) in str(info.value) and ".tmp" not in str(info.value)
+    _only(tmp_path)
+
+
+def test_result_dataset_needs_typed_inputs():
+    grid = _grid()
+    with pytest.raises(TypeError, match="lacks coef_"):
+        result_dataset(SimpleNamespace(grid_=grid))
+    with pytest.raises(TypeError, match="fpirl.mdp.MDP"):
+        result_dataset(_fake_estimator(grid), mdp=SimpleNamespace(q_value=np.zeros(grid.shape)))
+
+
+def test_model_from_result_round_trip(tmp_path):
+    grid = _grid()
+    est = _fake_estimator(grid)
+    back = read_result(write_result(tmp_path / "r.nc", result_dataset(est, dt=0.1)))
+    model = model_from_result(back)
+    assert model.grid == grid and model.beta == 2.5 and model.dt == 0.1
+    np.testing.assert_allclose(model.coef, est.coef_)
+    x = np.array([[0.3, 1.2], [-0.9, 0.1]])
+    np.testing.assert_allclose(model.potential(x), est.hermite_.evaluate(est.coef_, x))
+    with pytest.raises(FpirlInputError, match="dt"):
+        model_from_result(result_dataset(est))

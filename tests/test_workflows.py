@@ -1,4 +1,4 @@
-"""simulate / compare: rebuilding a model from a result file and running it forward."""
+"""simulate / compare: running a fitted model (read back from a result file) forward."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.metrics import kl_divergence
 from fpirl.io import read_density, result_dataset, write_density, write_result
-from fpirl.workflows import compare_snapshots, model_from_result, recover_mdp_from_fit, simulate_model
+from fpirl.io import model_from_result
+from fpirl.workflows import compare_snapshots, recover_mdp_from_fit, simulate_model
 
 from fpirl.problems.synthetic import Problem
 
@@ -77,6 +78,15 @@ def test_simulate_bad_input(fitted, tmp_path, cli):
     cli.assert_input_error(cli("simulate", folder / "result.nc", "--steps", 2, "--initial", tmp_path / "other.nc",
                                 "-o", out), "initial")
     cli.assert_input_error(cli("compare", folder / "data.nc", tmp_path / "other.nc"), "grids differ")
+    # output checks before any work: the input itself, a parent that is a file
+    before = (folder / "result.nc").read_bytes()
+    cli.assert_input_error(cli("simulate", folder / "result.nc", "--steps", 2, "-o", folder / "result.nc"),
+                           "is the input file")
+    assert (folder / "result.nc").read_bytes() == before
+    cli.assert_input_error(cli("simulate", folder / "result.nc", "--steps", 2, "-o", folder / "data.nc" / "x.nc"),
+                           "data.nc", "is a file, not a directory")
+    cli.assert_input_error(cli("compare", folder / "data.nc", tmp_path / "other.nc", "-o", folder / "data.nc" / "k.png"),
+                           "is a file, not a directory")
     assert not out.exists()
 
 

@@ -22,237 +22,41 @@ run never leaves a half-written file behind.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 import xarray as xr
 
 from ._errors import FpirlInputError
+from ._files import (NETCDF_SUFFIXES, TABLE_SUFFIXES, _attr_value, _open_netcdf, _to_netcdf_atomic, _version,
+                     atomic_path, atomic_write, check_output_path, data_kind, grid_coords, grid_from_dataset)
 from .density import DensitySnapshots
-from .grid import BOUNDARIES, ROLES, Grid
+from .grid import Grid
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .hermite import HermiteSpace
+    from .mdp import MDP
 
 __all__ = [
     "NETCDF_SUFFIXES",
     "TABLE_SUFFIXES",
+    "FittedModel",
+    "FittedPotential",
     "atomic_path",
     "atomic_write",
+    "check_output_path",
     "data_kind",
     "grid_coords",
     "grid_from_dataset",
+    "model_from_result",
     "read_density",
     "read_result",
     "result_dataset",
     "write_density",
     "write_result",
 ]
-
-NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf")
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
-
-#: variables a result may carry on the FE nodes
-RESULT_FIELDS = ("potential", "q_value", "policy", "reward", "density_fit_residual")
-
-
-# --------------------------------------------------------------------------------------------
-# atomic writes
-# --------------------------------------------------------------------------------------------
-def _check_destination(path: Path) -> None:
-    parent = path.parent
-    if not parent.exists():
-        raise FpirlInputError(f"output directory does not exist: {str(parent)!r}")
-    if not parent.is_dir():
-        raise FpirlInputError(f"output location is not a directory: {str(parent)!r}")
-    if path.is_dir():
-        raise FpirlInputError(f"output path is a directory: {str(path)!r}")
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_path(path):
-    """Context manager yielding a temporary path next to ``path``; moved onto ``path`` on success.
-
-    The temporary file lives in the destination directory (so :func:`os.replace` is atomic) and is
-    removed if the body raises (any exception, including ``KeyboardInterrupt``).
-    """
-    path = Path(path)
-    _check_destination(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write(path, writer: Callable[[Path], None]) -> Path:
-    """Call ``writer(tmp_path)`` and move the temporary file onto ``path`` atomically."""
-    with atomic_path(path) as tmp:
-        writer(tmp)
-    return Path(path)
-
-
-def _to_netcdf_atomic(ds: xr.Dataset, path) -> Path:
-    path = Path(path)
-    if path.suffix.lower() not in NETCDF_SUFFIXES:
-        raise FpirlInputError(
-            f"cannot write {str(path)!r}: unknown file type {path.suffix or '(none)'!r}, use a .nc file"
-        )
-    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, mode="w"))
-
-
-# --------------------------------------------------------------------------------------------
-# grids <-> coordinates
-# --------------------------------------------------------------------------------------------
-def grid_coords(grid: Grid) -> dict:
-    """xarray coordinates (node positions with ``role``/``lower``/``upper`` attrs) of ``grid``."""
-    return {
-        a.name: xr.Variable(
-            a.name,
-            a.nodes,
-            attrs={"role": a.role, "lower": float(a.lower), "upper": float(a.upper)},
-        )
-        for a in grid.axes
-    }
-
-
-def _attr_float(attrs, key, where):
-    if key not in attrs:
-        raise FpirlInputError(f"{where} has no {key!r} attribute")
-    try:
-        value = float(np.asarray(attrs[key]).reshape(()))
-    except (TypeError, ValueError):
-        raise FpirlInputError(f"{where}: attribute {key!r} must be a number, got {attrs[key]!r}") from None
-    if not np.isfinite(value):
-        raise FpirlInputError(f"{where}: attribute {key!r} must be finite, got {value}")
-    return value
-
-
-def grid_from_dataset(ds: xr.Dataset, variable: str = "density", leading: tuple[str, ...] = ()) -> Grid:
-    """Rebuild the :class:`Grid` of ``ds[variable]`` from its axis coordinates and attrs.
-
-    ``leading`` names dims that come first and are not grid axes (e.g. ``('time',)``).
-    Raises :class:`FpirlInputError` on any inconsistency (missing coordinate or attrs, non-uniform
-    nodes, nodes that disagree with ``lower``/``upper`` and the boundary's node placement).
-    """
-    if variable not in ds.data_vars:
-        raise FpirlInputError(f"dataset has no {variable!r} variable (found: {', '.join(map(str, ds.data_vars)) or 'none'})")
-    da = ds[variable]
-    dims = tuple(map(str, da.dims))
-    if dims[: len(leading)] != tuple(leading):
-        want = ", ".join(leading + ("<axes...>",))
-        raise FpirlInputError(f"variable {variable!r} has dims ({', '.join(dims)}), expected ({want})")
-    axes = dims[len(leading):]
-    if not axes:
-        raise FpirlInputError(f"variable {variable!r} has no spatial axes (dims: {', '.join(dims)})")
-    boundary = ds.attrs.get("boundary")
-    if boundary is None:
-        raise FpirlInputError("dataset has no 'boundary' attribute ('periodic' or 'reflecting')")
-    boundary = str(boundary)
-    if boundary not in BOUNDARIES:
-        raise FpirlInputError(f"dataset attribute 'boundary' must be 'periodic' or 'reflecting', got {boundary!r}")
-
-    lower, upper, elements, roles = [], [], [], []
-    for name in axes:
-        if name not in ds.coords:
-            raise FpirlInputError(f"axis {name!r} has no coordinate with the node positions")
-        coord = ds.coords[name]
-        where = f"axis {name!r}"
-        if coord.dims != (name,):
-            raise FpirlInputError(f"{where}: coordinate must be 1-D along {name!r}")
-        role = coord.attrs.get("role")
-        if role is None:
-            raise FpirlInputError(f"{where} has no 'role' attribute ('state' or 'action')")
-        role = str(role)
-        if role not in ROLES:
-            raise FpirlInputError(f"{where}: role must be 'state' or 'action', got {role!r}")
-        lo = _attr_float(coord.attrs, "lower", where)
-        hi = _attr_float(coord.attrs, "upper", where)
-        if not hi > lo:
-            raise FpirlInputError(f"{where}: need lower < upper, got [{lo:g}, {hi:g}]")
-        try:
-            x = np.asarray(coord.values, dtype=float)
-        except (TypeError, ValueError):
-            raise FpirlInputError(f"{where}: node coordinates must be numbers") from None
-        n = x.size
-        n_el = n if boundary == "periodic" else n - 1
-        if n_el < 2:
-            raise FpirlInputError(f"{where}: too few nodes ({n}) for a {boundary} axis")
-        if not np.all(np.isfinite(x)):
-            raise FpirlInputError(f"{where}: node coordinates contain NaN or infinite values")
-        h = (hi - lo) / n_el
-        steps = np.diff(x)
-        tol = 1e-6 * h
-        if np.any(np.abs(steps - steps.mean()) > tol) or np.any(steps <= 0):
-            raise FpirlInputError(f"{where}: node coordinates are not uniformly spaced and increasing")
-        expected = lo + h * np.arange(n)
-        if np.max(np.abs(x - expected)) > tol:
-            placement = (
-                f"{n} periodic nodes lower + j*(upper-lower)/{n}, j = 0..{n - 1}"
-                if boundary == "periodic"
-                else f"{n} reflecting nodes from lower to upper inclusive"
-            )
-            raise FpirlInputError(
-                f"{where}: nodes [{x[0]:g} .. {x[-1]:g}] do not match lower={lo:g}, upper={hi:g} "
-                f"({placement})"
-            )
-        lower.append(lo)
-        upper.append(hi)
-        elements.append(n_el)
-        roles.append(role)
-    return Grid(lower, upper, elements, names=axes, roles=roles, boundary=boundary)
-
-
-# --------------------------------------------------------------------------------------------
-# file-type dispatch
-# --------------------------------------------------------------------------------------------
-def data_kind(path) -> str:
-    """'netcdf' or 'table' from the file suffix; :class:`FpirlInputError` for anything else."""
-    suffix = Path(path).suffix.lower()
-    if suffix in NETCDF_SUFFIXES:
-        return "netcdf"
-    if suffix in TABLE_SUFFIXES:
-        return "table"
-    raise FpirlInputError(
-        f"unknown file type {suffix or '(none)'!r} for {str(path)!r}: expected a density dataset "
-        f"({', '.join(NETCDF_SUFFIXES)}) or a trajectory table ({', '.join(TABLE_SUFFIXES)})"
-    )
-
-
-def _check_readable(path: Path) -> None:
-    if not path.exists():
-        raise FpirlInputError(f"no such file: {str(path)!r}")
-    if path.is_dir():
-        raise FpirlInputError(f"{str(path)!r} is a directory, not a file")
-    if not os.access(path, os.R_OK):
-        raise FpirlInputError(f"cannot read {str(path)!r}: permission denied")
-
-
-def _open_netcdf(path: Path) -> xr.Dataset:
-    _check_readable(path)
-    try:
-        with xr.open_dataset(path) as ds:
-            return ds.load()
-    except FpirlInputError:
-        raise
-    except Exception as exc:  # netCDF4/HDF5/xarray raise many types for corrupt files
-        msg = " ".join(str(exc).split())
-        if "did not find a match" in msg or "Unknown file format" in msg:
-            msg = "not a netCDF file"
-        msg = msg.split(". ")[0][:200] or type(exc).__name__
-        raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {msg}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,112 +123,111 @@ def write_density(path, snapshots: DensitySnapshots) -> Path:
 # --------------------------------------------------------------------------------------------
 # result datasets
 # --------------------------------------------------------------------------------------------
-def _version() -> str:
-    from ._version import __version__
+@runtime_checkable
+class FittedPotential(Protocol):
+    """What :func:`result_dataset` reads from a fitted estimator (every fpirl estimator has it:
+    :class:`~fpirl.identify.PotentialEstimator` and the track estimators of :mod:`fpirl.estimators`).
 
-    return str(__version__)
+    ``coef_`` (shape ``hermite_.shape``), ``beta_``, ``grid_`` (the FE grid the result is written
+    on), ``hermite_``, ``ridge_`` (the absolute Tikhonov weight used), ``residual_``, ``settings_``
+    (scalars and strings, written as ``solver_<key>`` attrs) and ``potential_on_grid()`` (nodal
+    ``psi`` on ``grid_``, zero mean).
+    """
 
+    coef_: np.ndarray
+    beta_: float
+    grid_: Grid
+    hermite_: "HermiteSpace"
+    ridge_: float
+    residual_: float
+    settings_: dict
 
-def _attr_value(value):
-    """Convert a Python value into something netCDF accepts as an attribute (or None to drop)."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (str, bytes)):
-        return value
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value)
-    arr = np.asarray(value)
-    if arr.dtype.kind in "biuf" and arr.ndim <= 1:
-        return arr.astype(float if arr.dtype.kind == "f" else np.int64)
-    return str(value)
+    def potential_on_grid(self) -> np.ndarray: ...
 
 
-def result_dataset(estimator, mdp=None, extra: Mapping | None = None, *, dt=None, gamma=None) -> xr.Dataset:
-    """Collect a fitted :class:`~fpirl.identify.PotentialEstimator` (and MDP) into a result dataset.
+_MDP_FIELDS = (
+    ("q_value", "Q(s, a) = -psi"),
+    ("policy", "Boltzmann policy pi(a | s)"),
+    ("reward", "reward R(s, a) by the inverse Bellman equation"),
+)
+
+
+def result_dataset(estimator: FittedPotential, mdp: "MDP | None" = None, extra: Mapping | None = None, *,
+                   dt: float | None = None, gamma: float | None = None) -> xr.Dataset:
+    """Collect a fitted estimator (and the recovered MDP) into a result dataset (docs/formats.md).
 
     Parameters
     ----------
-    estimator
-        fitted estimator (``coef_``, ``beta_``, ``grid_``, ``hermite_``, ``ridge_``, ``residual_``,
-        ``settings_``, ``potential_on_grid()``).
-    mdp : optional
-        object with nodal arrays ``q_value``, ``policy``, ``reward`` on the FE grid (and optionally
-        ``gamma``); each present one becomes a variable.
+    estimator : FittedPotential
+        A fitted estimator.
+    mdp : fpirl.mdp.MDP, optional
+        The recovered MDP on ``estimator.grid_``: ``q_value``, ``policy`` and ``reward`` become
+        variables.
     extra : mapping, optional
-        more content: arrays of the FE grid's shape or :class:`xarray.DataArray` become variables,
-        scalars and strings become attributes.
-    dt, gamma : float, optional
-        snapshot spacing and discount factor for the attrs (``dt`` defaults to the estimator's
-        ``dt_`` or ``settings_['dt']``, ``gamma`` to ``mdp.gamma``; NaN when unknown).
+        More content: :class:`xarray.DataArray` values and arrays of the FE grid's shape become
+        variables; numbers, booleans, strings and 1-D numeric arrays become attributes.
+    dt : float, optional
+        Snapshot spacing (``dt`` attr). Default: the estimator's ``dt_`` (track estimators have
+        one), else NaN.
+    gamma : float, optional
+        Discount factor (``gamma`` attr). Default: ``mdp.gamma``, else NaN.
+
+    Raises
+    ------
+    TypeError
+        If ``estimator`` is not a fitted estimator or ``mdp`` not an :class:`~fpirl.mdp.MDP`.
     """
+    from .mdp import MDP
+
+    if not isinstance(estimator, FittedPotential):
+        missing = [k for k in ("coef_", "beta_", "grid_", "hermite_", "ridge_", "residual_", "settings_",
+                               "potential_on_grid") if not hasattr(estimator, k)]
+        raise TypeError(f"result_dataset needs a fitted estimator; {type(estimator).__name__} lacks "
+                        f"{', '.join(missing)}")
+    if mdp is not None and not isinstance(mdp, MDP):
+        raise TypeError(f"mdp must be a fpirl.mdp.MDP, got {type(mdp).__name__}")
     grid: Grid = estimator.grid_
     dims = grid.names
     psi = np.asarray(estimator.potential_on_grid(), dtype=float)
     if psi.shape != grid.shape:
         raise ValueError(f"potential_on_grid() has shape {psi.shape}, expected {grid.shape}")
+    hermite = estimator.hermite_
     data_vars = {
         "potential": (dims, psi, {"long_name": "potential psi (zero mean)"}),
+        "hermite_coefficients": (
+            tuple(f"hermite_{n}" for n in dims),
+            np.asarray(estimator.coef_, dtype=float).reshape(hermite.shape),
+            {"long_name": "coefficients of psi in the tensor-product cubic Hermite basis",
+             "layout": "per axis: value and slope dofs of each Hermite node, as fpirl.hermite.HermiteSpace"},
+        ),
     }
-    coef = np.asarray(estimator.coef_, dtype=float)
-    herm_dims = tuple(f"hermite_{n}" for n in dims)
-    if coef.ndim != len(herm_dims):
-        coef = coef.reshape(tuple(getattr(estimator.hermite_, "shape", coef.shape)))
-    data_vars["hermite_coefficients"] = (
-        herm_dims,
-        coef,
-        {
-            "long_name": "coefficients of psi in the tensor-product cubic Hermite basis",
-            "layout": "per axis: value and slope dofs of each Hermite node, as fpirl.hermite.HermiteSpace",
-        },
-    )
     if mdp is not None:
-        for name, long_name in (
-            ("q_value", "Q(s, a) = -psi"),
-            ("policy", "Boltzmann policy pi(a | s)"),
-            ("reward", "reward R(s, a) by the inverse Bellman equation"),
-        ):
-            value = getattr(mdp, name, None)
-            if value is None:
-                continue
-            value = np.asarray(value, dtype=float)
+        for name, long_name in _MDP_FIELDS:
+            value = np.asarray(getattr(mdp, name), dtype=float)
             if value.shape != grid.shape:
                 raise ValueError(f"mdp.{name} has shape {value.shape}, expected {grid.shape}")
             data_vars[name] = (dims, value, {"long_name": long_name})
-
-    settings = dict(getattr(estimator, "settings_", {}) or {})
+        gamma = mdp.gamma if gamma is None else gamma
     if dt is None:
-        dt = getattr(estimator, "dt_", None)
-    if dt is None:
-        dt = settings.get("dt")
-    if gamma is None and mdp is not None:
-        gamma = getattr(mdp, "gamma", None)
-    herm_el = getattr(estimator.hermite_, "elements", None)
+        dt = getattr(estimator, "dt_", None)  # the documented default: track estimators know their dt
     attrs = {
         "title": "fpirl result",
         "beta": float(estimator.beta_),
-        "dt": float(dt) if dt is not None else float("nan"),
-        "gamma": float(gamma) if gamma is not None else float("nan"),
+        "dt": float("nan") if dt is None else float(dt),
+        "gamma": float("nan") if gamma is None else float(gamma),
         "boundary": grid.boundary,
         "state_dims": ",".join(grid.names[i] for i in grid.state_axes),
         "action_dims": ",".join(grid.names[i] for i in grid.action_axes),
         "fe_elements": np.asarray(grid.elements, dtype=np.int64),
-        "hermite_elements": np.asarray(np.broadcast_to(herm_el, (grid.ndim,)), dtype=np.int64)
-        if herm_el is not None
-        else np.zeros(grid.ndim, dtype=np.int64),
-        "ridge": float(getattr(estimator, "ridge_", float("nan"))),
-        "residual": float(getattr(estimator, "residual_", float("nan"))),
+        "hermite_elements": np.asarray(np.broadcast_to(hermite.elements, (grid.ndim,)), dtype=np.int64),
+        "ridge": float(estimator.ridge_),
+        "residual": float(estimator.residual_),
         "fpirl_version": _version(),
     }
-    for key, value in settings.items():
+    for key, value in dict(estimator.settings_).items():
         value = _attr_value(value)
         if value is not None:
             attrs[f"solver_{key}"] = value
-
-    extra_attrs = {}
     for key, value in (extra or {}).items():
         if isinstance(value, xr.DataArray):
             data_vars[key] = value
@@ -433,8 +236,7 @@ def result_dataset(estimator, mdp=None, extra: Mapping | None = None, *, dt=None
         else:
             value = _attr_value(value)
             if value is not None:
-                extra_attrs[key] = value
-    attrs.update(extra_attrs)
+                attrs[key] = value
     return xr.Dataset(data_vars, coords=grid_coords(grid), attrs=attrs)
 
 
@@ -459,3 +261,51 @@ def read_result(path) -> xr.Dataset:
     if missing:
         raise FpirlInputError(f"{str(path)!r} is not an fpirl result: missing attrs {', '.join(missing)}")
     return ds
+
+
+# --------------------------------------------------------------------------------------------
+# a result back into a model
+# --------------------------------------------------------------------------------------------
+@dataclass
+class FittedModel:
+    """A fitted potential read back from a result: Hermite ``psi`` on the domain of an FE grid,
+    with ``beta`` and ``dt`` (what ``fpirl simulate`` and the evaluations run forward)."""
+
+    grid: Grid
+    hermite: "HermiteSpace"
+    coef: np.ndarray
+    beta: float
+    dt: float
+
+    def potential(self, points):
+        return self.hermite.evaluate(self.coef, points)
+
+    def gradient(self, points):
+        return self.hermite.gradient(self.coef, points)
+
+
+def model_from_result(ds: xr.Dataset, grid: Grid | None = None) -> FittedModel:
+    """Rebuild the fitted model of a result dataset (docs/formats.md) on its FE grid.
+
+    ``grid`` defaults to the result's own (``grid_from_dataset(ds, 'potential')``). One-line
+    :class:`FpirlInputError` when the coefficients, ``hermite_elements``, ``beta`` or ``dt`` are
+    missing or inconsistent.
+    """
+    from .hermite import HermiteSpace
+
+    grid = grid_from_dataset(ds, "potential") if grid is None else grid
+    if "hermite_coefficients" not in ds:
+        raise FpirlInputError("result has no 'hermite_coefficients' variable")
+    elements = np.asarray(ds.attrs.get("hermite_elements", []), dtype=int).ravel()
+    if elements.size != grid.ndim or np.any(elements < 1):
+        raise FpirlInputError("result attr 'hermite_elements' is missing or inconsistent with the grid")
+    hermite = HermiteSpace.on_grid(grid, elements)
+    coef = np.asarray(ds["hermite_coefficients"].values, dtype=float)
+    if coef.shape != hermite.shape:
+        raise FpirlInputError(f"hermite_coefficients have shape {coef.shape}, expected {hermite.shape}")
+    beta, dt = float(ds.attrs["beta"]), float(ds.attrs.get("dt", np.nan))
+    if not (np.isfinite(beta) and beta > 0):
+        raise FpirlInputError(f"result has an invalid beta ({beta})")
+    if not (np.isfinite(dt) and dt > 0):
+        raise FpirlInputError("result has no valid 'dt' attr; cannot simulate")
+    return FittedModel(grid, hermite, coef, beta, dt)

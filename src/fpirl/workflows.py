@@ -1,9 +1,8 @@
-"""End-to-end steps behind the CLI: recover the MDP of a fit, rebuild a model from a result file,
-simulate it forward and compare simulated with observed densities. No I/O here."""
+"""End-to-end steps behind the CLI: recover the MDP of a fit, simulate a fitted model forward and
+compare simulated with observed densities. No I/O here (a result is read back into a model by
+:func:`fpirl.io.model_from_result`)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.interpolate import RegularGridInterpolator
@@ -11,7 +10,7 @@ from scipy.interpolate import RegularGridInterpolator
 from ._errors import FpirlInputError
 from .density import DensitySnapshots
 from .grid import Grid
-from .hermite import HermiteSpace
+from .io import FittedModel, model_from_result
 from .mdp import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
 from .metrics import kl_divergence
 from .simulate import mdp_density_map
@@ -33,42 +32,6 @@ def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None) -> MD
         grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
         estimator.beta_, dt, gamma=DEFAULT_GAMMA if gamma is None else gamma,
     )
-
-
-@dataclass
-class FittedModel:
-    """A potential in a Hermite space on the domain of an FE grid, with ``beta`` and ``dt``."""
-
-    grid: Grid
-    hermite: HermiteSpace
-    coef: np.ndarray
-    beta: float
-    dt: float
-
-    def potential(self, points):
-        return self.hermite.evaluate(self.coef, points)
-
-    def gradient(self, points):
-        return self.hermite.gradient(self.coef, points)
-
-
-def model_from_result(ds, grid: Grid) -> FittedModel:
-    """Rebuild the fitted model of a result dataset (docs/formats.md) on its FE ``grid``."""
-    if "hermite_coefficients" not in ds:
-        raise FpirlInputError("result has no 'hermite_coefficients' variable")
-    elements = np.asarray(ds.attrs.get("hermite_elements", []), dtype=int).ravel()
-    if elements.size != grid.ndim or np.any(elements < 1):
-        raise FpirlInputError("result attr 'hermite_elements' is missing or inconsistent with the grid")
-    hermite = HermiteSpace.on_grid(grid, elements)
-    coef = np.asarray(ds["hermite_coefficients"].values, dtype=float)
-    if coef.shape != hermite.shape:
-        raise FpirlInputError(f"hermite_coefficients have shape {coef.shape}, expected {hermite.shape}")
-    beta, dt = float(ds.attrs["beta"]), float(ds.attrs.get("dt", np.nan))
-    if not (np.isfinite(beta) and beta > 0):
-        raise FpirlInputError(f"result has an invalid beta ({beta})")
-    if not (np.isfinite(dt) and dt > 0):
-        raise FpirlInputError("result has no valid 'dt' attr; cannot simulate")
-    return FittedModel(grid, hermite, coef, beta, dt)
 
 
 def nodal_interpolant(grid: Grid, values: np.ndarray):

@@ -45,24 +45,24 @@ def _positive_int_list(text: str):
     return values[0] if len(values) == 1 else values
 
 
-def _positive_float(text: str) -> float:
+def _number(text: str, kind, ok, requirement: str):
+    """Parse ``text`` as ``kind`` (int or float) and check ``ok(value)``; argparse type errors name
+    the ``requirement``."""
     try:
-        value = float(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {requirement}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    return _number(text, float, lambda v: 0 < v < float("inf"), "a positive finite number")
 
 
 def _nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a non-negative finite number, got {text!r}")
-    return value
+    return _number(text, float, lambda v: 0 <= v < float("inf"), "a non-negative finite number")
 
 
 def _ridge(text: str):
@@ -70,35 +70,19 @@ def _ridge(text: str):
 
 
 def _discount(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"discount factor must be in [0, 1), got {text!r}")
-    return value
+    return _number(text, float, lambda v: 0 <= v < 1, "a discount factor in [0, 1)")
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+    return _number(text, int, lambda v: v >= 1, "a positive integer")
 
 
-def _output_netcdf(path) -> Path:
-    """Check an output path early (before any work): .nc suffix, existing directory."""
-    path = Path(path)
-    if path.suffix.lower() not in (".nc", ".nc4", ".netcdf", ".cdf"):
-        raise FpirlInputError(f"output {str(path)!r} must be a netCDF file ending in .nc")
-    if not path.parent.is_dir():
-        raise FpirlInputError(f"output directory does not exist: {str(path.parent)!r}")
-    if path.is_dir():
-        raise FpirlInputError(f"output path is a directory: {str(path)!r}")
-    return path
+def _output_netcdf(path, inputs=()) -> Path:
+    """Check an output netCDF path before any work (:func:`fpirl.io.check_output_path`): .nc
+    suffix, existing writable directory, not one of the ``inputs``."""
+    from .._files import NETCDF_SUFFIXES, check_output_path
+
+    return check_output_path(path, NETCDF_SUFFIXES, inputs)
 
 
 def _progress(args) -> bool:

@@ -18,11 +18,11 @@ def add_plot_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plot(args) -> int:
-    from ..io import read_result
+    from ..io import check_output_path, read_result
     from ..plotting import plot_result
 
-    ds = read_result(args.result)
-    path = plot_result(ds, args.output)
+    check_output_path(args.output, inputs=(args.result,))
+    path = plot_result(read_result(args.result), args.output)
     print(f"fpirl plot: wrote {path}")
     return EXIT_OK
 
@@ -58,12 +58,11 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_simulate(args) -> int:
-    from ..io import grid_from_dataset, read_density, read_result, write_density
-    from ..workflows import model_from_result, simulate_model
+    from ..io import model_from_result, read_density, read_result, write_density
+    from ..workflows import simulate_model
 
-    out = _output_netcdf(args.output)
-    ds = read_result(args.result)
-    model = model_from_result(ds, grid_from_dataset(ds, "potential"))
+    out = _output_netcdf(args.output, inputs=(args.result, args.initial))
+    model = model_from_result(read_result(args.result))
     initial = None
     if args.initial is not None:
         start = read_density(args.initial)
@@ -87,13 +86,12 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_compare(args) -> int:
-    from ..io import read_density
+    from ..io import check_output_path, read_density
     from ..plotting import plot_kl
     from ..workflows import compare_snapshots
 
     fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
-    if not fig.parent.is_dir():
-        raise FpirlInputError(f"output directory does not exist: {str(fig.parent)!r}")
+    check_output_path(fig, inputs=(args.data, args.simulation))
     times, kl = compare_snapshots(read_density(args.data), read_density(args.simulation))
     print("time\tKL(data || simulation)")
     for t, k in zip(times, kl):
