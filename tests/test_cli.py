@@ -9,7 +9,7 @@ import pytest
 
 from fpirl import DensitySnapshots, Grid
 from fpirl.cli import SUBCOMMANDS, main
-from fpirl.io import density_dataset, read_result, write_density
+from fpirl.io import density_dataset, grid_from_dataset, read_density, read_result, write_density
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_unexpected_errors_exit_1(valid_data, tmp_path, capsys, monkeypatch, cli
     cli.assert_only(tmp_path)
 
 
-def test_demo_pipeline_small(tmp_path):
+def test_demo_pipeline_small(tmp_path, cli):
     """run_demo end to end on a coarse grid (the full `fpirl demo` uses 40 x 40 and 50 snapshots)."""
     from fpirl.problems import run_demo
 
@@ -188,4 +188,10 @@ def test_demo_pipeline_small(tmp_path):
     assert out["result"].exists() and out["figure"].stat().st_size > 1000
     ds = read_result(out["result"])
     assert {"potential", "policy", "reward"} <= set(ds.data_vars)
-    assert sorted(os.listdir(tmp_path / "demo")) == ["demo_potential.png", "demo_result.nc"]
+    assert sorted(os.listdir(tmp_path / "demo")) == ["demo_density.nc", "demo_potential.png", "demo_result.nc"]
+    # the written input density is the data of the fit: fitting it again gives the same result
+    data = read_density(out["data"])
+    assert data.n_times == 12 and data.grid == grid_from_dataset(ds, "potential")
+    again = tmp_path / "again.nc"
+    assert cli("fit", out["data"], "-o", again, "--hermite-elements", 4, "--beta", 5, "--no-progress").returncode == 0
+    np.testing.assert_allclose(read_result(again)["potential"].values, ds["potential"].values, atol=1e-8)

@@ -120,27 +120,30 @@ def demo_problem(
 
 def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO_ELEMENTS,
              n_snapshots: int = DEMO_SNAPSHOTS, verbose: bool = True) -> dict:
-    """Run the demo end to end: simulate, fit, report the error, write a result and a figure.
+    """Run the demo end to end: simulate, fit, report the error, write data, result and figure.
 
-    Writes ``demo_result.nc`` (result dataset, with Q-value, policy and reward for gamma = 0.99)
-    and ``demo_potential.png`` (true vs recovered psi) into ``outdir`` (created if missing).
+    Writes into ``outdir`` (created if missing): ``demo_density.nc`` (the simulated density
+    snapshots, a density dataset that ``fpirl fit`` reads), ``demo_result.nc`` (result dataset,
+    with Q-value, policy and reward for gamma = 0.99) and ``demo_potential.png`` (true vs
+    recovered psi).
 
     Returns
     -------
     dict
         ``relative_l2_error`` (psi, zero mean, relative to std of the truth), ``l2_error``,
-        ``beta``, ``residual``, ``seconds`` (wall time per stage), ``result`` and ``figure``
-        (paths).
+        ``beta``, ``residual``, ``seconds`` (wall time per stage), ``data``, ``result`` and
+        ``figure`` (paths).
     """
+    from .._progress import status_line
     from ..identify import PotentialEstimator
-    from ..io import result_dataset, write_result
-    from ..mdp import recover_mdp
+    from ..io import result_dataset, write_density, write_result
     from ..metrics import l2_error, relative_l2_error
     from ..plotting import plot_potential_comparison
+    from ..workflows import recover_mdp_from_fit
 
     def say(msg):
         if verbose:
-            print(msg, flush=True)
+            status_line(msg)
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -149,6 +152,7 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
     t0 = time.perf_counter()
     say(f"fpirl demo: simulating the FP PDE ({n_snapshots} snapshots, dt={DEMO_DT}, beta={DEMO_BETA}) ...")
     prob = demo_problem(elements=elements, n_snapshots=n_snapshots, progress=progress)
+    data = write_density(outdir / "demo_density.nc", prob.snapshots)
     seconds["simulate"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -166,9 +170,8 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
     rel = relative_l2_error(psi_fit, psi_true)
 
     t0 = time.perf_counter()
-    mdp = recover_mdp(grid, est.potential_on_grid(), est.gradient_on_grid(axes=grid.state_axes),
-                      est.beta_, prob.dt, gamma=DEMO_GAMMA)
-    ds = result_dataset(est, mdp=mdp, dt=prob.dt, gamma=DEMO_GAMMA,
+    mdp = recover_mdp_from_fit(est, prob.dt, gamma=DEMO_GAMMA)
+    ds = result_dataset(est, mdp=mdp, dt=prob.dt,
                         extra={"source": "fpirl demo (synthetic FP PDE data)",
                                "demo_relative_l2_error": rel})
     result = write_result(outdir / "demo_result.nc", ds)
@@ -181,7 +184,8 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
     say(f"fpirl demo: relative L2 error of psi (zero mean, / std of truth) = {100 * rel:.2f}%  "
         f"(RMS error {err:.3g})")
     say(f"fpirl demo: relative residual of the fit = {est.residual_:.3g}")
-    say(f"fpirl demo: wrote {result} and {figure}")
+    say(f"fpirl demo: wrote {data} (the input density), {result} and {figure}")
+    say(f"fpirl demo: fit the data yourself with: fpirl fit {data} -o result.nc --beta {DEMO_BETA:g}")
     say("fpirl demo: time " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()))
     return {
         "relative_l2_error": rel,
@@ -189,6 +193,7 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
         "beta": est.beta_,
         "residual": est.residual_,
         "seconds": seconds,
+        "data": data,
         "result": result,
         "figure": figure,
     }
