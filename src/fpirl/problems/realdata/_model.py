@@ -154,7 +154,8 @@ def arena_maps(est, mdp, grid) -> dict:
     shift = logits.max(axis=A, keepdims=True)
     z = grid.integrate(np.exp(logits - shift), axes=A)
     free = -(np.log(z) + np.squeeze(shift, axis=A)) / beta
-    out = {"free_energy": free - free.min()}
+    free = free - free.min()
+    out = {"free_energy": np.where(free < 1e-9 / beta, 0.0, free)}  # round-off of a flat F is 0
     if mdp is not None:
         mesh = np.meshgrid(*grid.coords, indexing="ij")
         out["mean_velocity"] = np.stack([grid.integrate(mdp.policy * mesh[a], axes=A) for a in A])
