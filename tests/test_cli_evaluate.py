@@ -91,3 +91,20 @@ def test_mismatched_tables_are_one_line_errors(files, fitted, cli):
     cli.assert_input_error(cli("evaluate", fitted, files / "renamed.csv"), "act")  # the stored column is missing
     cli.assert_input_error(cli("evaluate", fitted, files / "renamed.csv", "--action", "other"), "do not match")
     cli.assert_input_error(cli("evaluate", fitted, files / "missing.csv"), "missing.csv")
+
+
+def test_fit_warns_when_the_drift_is_clearly_not_a_gradient(cli, tmp_path):
+    """Half of the drift energy rotational (isotropic OU + rotation, see test_adequacy): fit warns."""
+    rng = np.random.default_rng(2)
+
+    def drift(x):
+        return -2.0 * x + 2.0 * np.stack([-x[:, 1], x[:, 0]], axis=1)
+
+    paths = sde_tracks(drift, 4.0, rng.normal(0, 0.35, (60, 2)), 0.05, 100, rng, [-2, -2], [2, 2])
+    frame = _frame(paths, dt=0.05)
+    frame.to_csv(tmp_path / "rot.csv", index=False)
+    with pytest.warns(UserWarning, match="the drift is clearly not a gradient"):
+        proc = cli("fit", tmp_path / "rot.csv", "-o", tmp_path / "rot.nc", "--track", "cell", "--time", "t",
+                   "--state", "pos,act", "--hermite-elements", "2", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "non-gradient fraction of the drift of pos, act: 0.5" in proc.stdout
