@@ -51,6 +51,7 @@ def test_recovery_1d_periodic(tracks1):
     assert rel_error(est, psi1, -1, 1) < 0.1
     assert est.beta_ == pytest.approx(3.0, rel=0.03)  # from the increments
     assert est.settings_["beta_source"] == "increments" and est.dt_ == 2e-3
+    assert est.settings_["hermite_selection"] == "rule" and est.settings_["fe_selection"] == "rule"
     fixed = TrackDensityEstimator(beta=3.0).fit(tracks1)
     assert fixed.beta_ == 3.0 and rel_error(fixed, psi1, -1, 1) < 0.1
     assert abs(np.sum(est.hermite_.mean_functional() * est.coef_)) < 1e-10

@@ -14,13 +14,13 @@ MAX_RESULT_NODES = 1 << 16
 
 
 def default_result_elements(tracks: TrackTable, hermite_elements) -> tuple[int, ...]:
-    """FE elements per axis of the result grid: ``8 n_h`` per axis, halved until ``<= 2^16`` nodes.
+    """FE elements per axis of the result grid: ``max(8 n_h, 32)`` per axis, halved until ``<= 2^16`` nodes.
 
     The result grid only carries the fitted ``psi`` (and the MDP derived from it) at its nodes, so
     it should resolve the cubic pieces (8 nodes per Hermite element show them smoothly) without
     making the MDP recovery on it expensive in 3-D and 4-D.
     """
-    el = np.maximum(8 * np.broadcast_to(np.asarray(hermite_elements), (tracks.ndim,)), 4)
+    el = np.maximum(8 * np.broadcast_to(np.asarray(hermite_elements), (tracks.ndim,)), 32)
     while np.prod(el + (0 if tracks.periodic else 1)) > MAX_RESULT_NODES and np.any(el > 4):
         el = np.where(el > 4, np.maximum(el // 2, 4), el)
     return tuple(int(e) for e in el)

@@ -242,7 +242,9 @@ class TrackDensityEstimator(TrackEstimatorMixin):
             if self.hermite_elements != "auto":
                 raise FpirlInputError(f"hermite_elements must be 'auto' or integers, got {self.hermite_elements!r}")
             herm = tuple(max(2, min(8, int(round(n / 4)))) for n in grid.elements)
+            herm_sel = "rule"
         else:
+            herm_sel = "fixed"
             herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1)
         inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
                                    time_scheme=self.time_scheme, progress=self.progress).fit(snaps)
@@ -256,6 +258,8 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         settings = dict(inner.settings_)
         settings.update(
             estimator=self.name,
+            hermite_selection=herm_sel,
+            fe_selection="rule" if isinstance(self.fe_elements, str) else "fixed",
             snapshot_stride=int(self.stride),
             snapshot_pool=int(self.pool_),
             n_snapshots=self.n_snapshots_,
