@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from ._errors import FpirlInputError
 
 #: Snapshots per chunk of the density map-reduce (the chunks overlap by one snapshot).
-DEFAULT_SNAPSHOT_CHUNK = 32
+DEFAULT_SNAPSHOT_CHUNK = 64
 #: Transitions per chunk of the increments map-reduce.
 DEFAULT_TRANSITION_CHUNK = 1 << 18
 #: Retries of a task whose worker died.
@@ -88,12 +89,16 @@ def _identity(x):
 
 
 def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress: bool = False,
-              desc: str = "tasks", shared=None) -> list:
-    """``[fn(item, *shared) for item in items]`` as pure parallel tasks.
+              desc: str = "tasks", shared=None, reduce=None):
+    """``[fn(item, *shared) for item in items]`` as pure parallel tasks, optionally folded by ``reduce``.
 
-    On Dask (``scheduler`` given) with ``retries``, the ``shared`` arguments sent once (as tasks
-    of their own, so they are recomputed, not lost, when a worker dies); else on a process pool of ``n_jobs`` workers (``n_jobs > 1``), else in this
-    process. Results come back in the order of ``items``.
+    On Dask (``scheduler`` given) with ``retries``: the ``shared`` arguments are sent once as
+    tasks of their own and replicated to every worker (so tasks run where they are, and a copy
+    lost with its worker is recomputed, never missing); else on a process pool of ``n_jobs``
+    workers (``n_jobs > 1``), else in this process. Without ``reduce`` the results come back as a
+    list in the order of ``items``; with ``reduce(a, b)`` they are folded left to right in that
+    order (on the workers for Dask; as they arrive in this process otherwise), so only the running
+    total is kept and the rounding is the same on every path.
     """
     from tqdm.auto import tqdm
 
@@ -101,21 +106,41 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
     shared = tuple(shared or ())
     if scheduler is not None:
         with dask_client(scheduler) as client:
-            # one task per shared argument (not scatter): a result lost with its worker is recomputed
-            handles = [client.submit(_identity, s, pure=False, retries=TASK_RETRIES) for s in shared]
+            with warnings.catch_warnings():  # the data travel once, inside the graph, by design
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                handles = [client.submit(_identity, s, pure=False, retries=TASK_RETRIES) for s in shared]
+            if handles and len(client.scheduler_info()["workers"]) > 1:
+                _import_distributed().wait(handles)
+                client.replicate(handles)
             futures = client.map(fn, items, *[[h] * len(items) for h in handles], pure=True, retries=TASK_RETRIES)
+            if reduce is not None:
+                total = futures[0]
+                for f in futures[1:]:
+                    total = client.submit(reduce, total, f, pure=True, retries=TASK_RETRIES)
+                futures = [total]
             if progress:
                 distributed = _import_distributed()
                 for _ in tqdm(distributed.as_completed(futures), total=len(futures), desc=desc, leave=False):
                     pass
-            return client.gather(futures)
+            out = client.gather(futures)
+            return out[0] if reduce is not None else out
     if n_jobs is not None and n_jobs > 1 and len(items) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=int(n_jobs)) as pool:
-            futures = [pool.submit(fn, item, *shared) for item in items]
-            return [f.result() for f in tqdm(futures, desc=desc, disable=not progress, leave=False)]
-    return [fn(item, *shared) for item in tqdm(items, desc=desc, disable=not progress, leave=False)]
+            results = (f.result() for f in [pool.submit(fn, item, *shared) for item in items])
+            return _collect(tqdm(results, total=len(items), desc=desc, disable=not progress, leave=False), reduce)
+    results = (fn(item, *shared) for item in items)
+    return _collect(tqdm(results, total=len(items), desc=desc, disable=not progress, leave=False), reduce)
+
+
+def _collect(results, reduce):
+    if reduce is None:
+        return list(results)
+    total = None
+    for r in results:
+        total = r if total is None else reduce(total, r)
+    return total
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,12 +188,9 @@ def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: in
     """
     spans = snapshot_chunks(snapshots.n_times, chunk)
     opts = (tuple(hermite.elements), time_scheme, quadrature_points, normalize)
-    parts = run_tasks(_chunk_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
-                      desc="assemble chunks", shared=(snapshots.values, snapshots.times, snapshots.grid, opts))
-    total = parts[0]
-    for p in parts[1:]:
-        total = add_normal_equations(total, p)
-    return total
+    return run_tasks(_chunk_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
+                     desc="assemble chunks", shared=(snapshots.values, snapshots.times, snapshots.grid, opts),
+                     reduce=add_normal_equations)
 
 
 def _open_lazy(path):
@@ -219,11 +241,8 @@ def stream_normal_equations(path, hermite_elements, *, scheduler=None, chunk: in
     """
     head, n = stream_header(path)
     opts = (tuple(np.broadcast_to(hermite_elements, (head.grid.ndim,))), time_scheme, quadrature_points, normalize)
-    parts = run_tasks(_stream_task, snapshot_chunks(n, chunk), scheduler=scheduler, n_jobs=n_jobs,
-                      progress=progress, desc="stream chunks", shared=(str(path), opts))
-    total = parts[0]
-    for p in parts[1:]:
-        total = add_normal_equations(total, p)
+    total = run_tasks(_stream_task, snapshot_chunks(n, chunk), scheduler=scheduler, n_jobs=n_jobs,
+                      progress=progress, desc="stream chunks", shared=(str(path), opts), reduce=add_normal_equations)
     return total, head
 
 
@@ -243,9 +262,10 @@ def accumulate_increments(space, points, velocity, drift_axes, row_weights=None,
     """:func:`fpirl.estimators._assembly.assemble_increments` (one group) as a map-reduce over transition chunks."""
     n = points.shape[0]
     spans = [(s, min(s + int(chunk), n)) for s in range(0, n, int(chunk))] or [(0, 0)]
-    parts = run_tasks(_increments_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
-                      desc="assemble transitions", shared=(space, points, velocity, list(drift_axes), row_weights))
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
+    return run_tasks(_increments_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
+                     desc="assemble transitions", shared=(space, points, velocity, list(drift_axes), row_weights),
+                     reduce=_add_systems)
+
+
+def _add_systems(a, b):
+    return a + b

@@ -1,0 +1,115 @@
+"""Scale-out (issue 10): streamed assembly memory vs number of snapshots, LocalCluster 1 vs 2 workers.
+
+Run:  .venv/bin/python benchmarks/bench_distributed.py [--quick]
+
+* memory: density files (netCDF) on a 2-D 96 x 96 grid with K and 10 K snapshots; peak RSS of a
+  fresh process that (a) streams the normal equations chunk by chunk
+  (:func:`fpirl.distributed.stream_normal_equations`) or (b) reads the whole file and assembles in
+  one piece (``read_density`` + ``PotentialEstimator.fit``). Chunks of 64 snapshots.
+* speed-up: the chunked assembly of a 3-D 40^3 data set, 4 Hermite elements per axis, on a
+  ``distributed.LocalCluster`` of 1 and of 2 single-threaded worker processes (cluster start-up
+  excluded; the time of the same assembly in this process is given for reference).
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def make_file(path, n_times, elements=96):
+    from fpirl import DensitySnapshots, Grid
+    from fpirl.io import write_density
+
+    grid = Grid([-1.0, -1.0], [1.0, 1.0], elements)
+    x = grid.mesh()
+    t = 0.01 * np.arange(n_times)
+    base = 1.5 + 0.3 * np.cos(np.pi * x[..., 0]) * np.sin(np.pi * x[..., 1])
+    values = base[None] * (1 + 0.2 * np.exp(-t)[:, None, None] * np.cos(np.pi * x[..., 0] - 0.3)[None])
+    write_density(path, DensitySnapshots(grid, t, values))
+
+
+def child(mode, path):
+    t0 = time.perf_counter()
+    if mode == "stream":
+        from fpirl.distributed import stream_normal_equations
+
+        ne, head = stream_normal_equations(path, 4, chunk=64)
+        from fpirl import PotentialEstimator
+
+        PotentialEstimator(hermite_elements=4, beta=1.0).fit(head, normal_equations=ne)
+    else:
+        from fpirl import PotentialEstimator, read_density
+
+        PotentialEstimator(hermite_elements=4, beta=1.0).fit(read_density(path))
+    wall = time.perf_counter() - t0
+    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "wall_s": wall}))
+
+
+def memory(quick):
+    rows = []
+    sizes = (40, 400) if quick else (200, 2000)
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in sizes:
+            path = os.path.join(tmp, f"d{k}.nc")
+            # written by a child: Linux keeps ru_maxrss across fork + exec, so the parent must stay small
+            subprocess.run([sys.executable, __file__, "--make", path, str(k)], check=True)
+            mb = os.path.getsize(path) / 2**20
+            for mode in ("stream", "in-memory"):
+                out = subprocess.run([sys.executable, __file__, "--child", mode, path], capture_output=True, text=True,
+                                     check=True)
+                res = json.loads(out.stdout.strip().splitlines()[-1])
+                rows.append((k, round(mb, 1), mode, round(res["peak_rss_mb"]), round(res["wall_s"], 2)))
+                print(rows[-1], flush=True)
+    return rows
+
+
+def speedup(quick):
+    from fpirl.density import DensitySnapshots
+    from fpirl.distributed import accumulate_normal_equations, dask_client
+    from fpirl.grid import Grid
+    from fpirl.hermite import HermiteSpace
+
+    n = 24 if quick else 40
+    k = 33 if quick else 65
+    grid = Grid([-1.0] * 3, [1.0] * 3, n)
+    x = grid.mesh()
+    t = 0.01 * np.arange(k)
+    values = (1.5 + 0.3 * np.cos(np.pi * x[..., 0]))[None] * (1 + 0.1 * t[:, None, None, None] * np.sin(np.pi * x[..., 1])[None])
+    s = DensitySnapshots(grid, t, values)
+    h = HermiteSpace.on_grid(grid, 4)
+    t0 = time.perf_counter()
+    accumulate_normal_equations(s, h, chunk=9)
+    rows = [("this process", round(time.perf_counter() - t0, 2))]
+    for workers in (1, 2):
+        with dask_client("local", n_workers=workers) as client:
+            accumulate_normal_equations(s, h, chunk=9, scheduler=client)  # warm-up: imports on the workers
+            t0 = time.perf_counter()
+            accumulate_normal_equations(s, h, chunk=9, scheduler=client)
+            rows.append((f"LocalCluster {workers} worker(s)", round(time.perf_counter() - t0, 2)))
+        print(rows[-1], flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--make":
+        make_file(sys.argv[2], int(sys.argv[3]))
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    print("load average:", os.getloadavg())
+    print("snapshots, file MiB, mode, peak RSS MiB, wall s")
+    memory(args.quick)
+    print("assembly wall time (s)")
+    speedup(args.quick)
+    print("load average:", os.getloadavg())

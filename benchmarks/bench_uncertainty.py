@@ -1,0 +1,142 @@
+"""Uncertainty (issue 10): calibration of the posterior, beta's basis error, cost of the posterior.
+
+Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick]
+
+1. Calibration: mean fraction of FE nodes whose 90% interval covers the true psi, over 30 seeded
+   data sets per row: 1-D periodic density data from the spectral solver with independent
+   multiplicative noise ``p (1 + s eps)`` (s = 2% ... 30%), and 1-D tracks (Euler-Maruyama,
+   40 tracks x 50 steps) through the increments estimator.
+2. beta and the basis error: 2-D periodic density data from the spectral solver (96^2 points,
+   beta = 4, 31 snapshots, 32^2 FE grid), psi a trigonometric sum (outside every Hermite space) or
+   psi inside the 6-element Hermite space; beta estimated with n_h = 3, 4, 6, 8 (12) elements,
+   the interval of the noise model alone and the interval widened by the coarse refit.
+3. Cost: posterior, potential_std and 200-draw policy/reward bands for a 2-D and a 4-D fit.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+
+def calibration(n_sets):
+    from _simtracks import table_from_paths
+
+    from fpirl import DensitySnapshots, PotentialEstimator
+    from fpirl.estimators import IncrementsEstimator
+    from fpirl.hermite import HermiteSpace
+    from fpirl.problems.synthetic import Problem
+    from fpirl.simulate import sample_sde
+    from fpirl.uncertainty import density_posterior, increments_posterior
+
+    pb = Problem(1, "periodic", dt=0.01, steps=40)
+    base = pb.snapshots(32)
+    grid = base.grid
+    true = pb.hermite.evaluate_grid(pb.coef, grid.coords)
+    print("| data | noise | mean coverage of the 90% interval | min over sets | mean std / rms error |")
+    print("| --- | --- | --- | --- | --- |")
+    for level in (0.02, 0.05, 0.1, 0.2, 0.3):
+        rng = np.random.default_rng(0)
+        cover, ratio = [], []
+        for _ in range(n_sets):
+            v = np.clip(base.values * (1 + level * rng.standard_normal(base.values.shape)), 0, None)
+            est = PotentialEstimator(hermite_elements=3, beta=pb.beta).fit(DensitySnapshots(grid, base.times, v))
+            post = density_posterior(est)
+            sd = post.potential_std(grid.coords)
+            err = est.potential_on_grid() - true
+            cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * sd))
+            ratio.append(sd.mean() / np.sqrt(np.mean(err**2)))
+        print(f"| density, 1-D, K = 40 | {level:.0%} multiplicative | {np.mean(cover):.3f} | {np.min(cover):.2f} | "
+              f"{np.median(ratio):.1f} |", flush=True)
+    h = HermiteSpace([-1.0], [1.0], 4, True)
+    coef = h.remove_mean(h.interpolate(
+        lambda x, a: np.cos(np.pi * x[..., 0] + 0.3) if a == (0,) else -np.pi * np.sin(np.pi * x[..., 0] + 0.3)))
+    rng = np.random.default_rng(1)
+    cover, bcover, ratio = [], [], []
+    for _ in range(n_sets):
+        paths = sample_sde(lambda x: h.gradient(coef, x), 2.0, rng.uniform(-1, 1, (40, 1)), 0.01, 50, rng,
+                           [-1.0], [1.0], "periodic")
+        tracks = table_from_paths(paths, 0.01, ["x"], ["state"], [-1.0], [1.0], "periodic")
+        est = IncrementsEstimator(hermite_elements=4, ridge=1e-6).fit(tracks)
+        post = increments_posterior(est)
+        sd = post.potential_std(est.grid_.coords)
+        err = est.potential_on_grid() - h.evaluate_grid(coef, est.grid_.coords)
+        cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * sd))
+        ratio.append(sd.mean() / np.sqrt(np.mean(err**2)))
+        lo, hi = post.beta_interval()
+        bcover.append(lo <= 2.0 <= hi)
+    print(f"| tracks, increments, 1-D | Euler-Maruyama | {np.mean(cover):.3f} | {np.min(cover):.2f} | "
+          f"{np.median(ratio):.1f} |  (beta interval covers in {np.mean(bcover):.0%} of the sets)", flush=True)
+
+
+def beta_bias(quick):
+    from fpirl import DensitySnapshots, Grid, PotentialEstimator
+    from fpirl.forward import SpectralSolver, von_mises_bump
+    from fpirl.hermite import HermiteSpace
+    from fpirl.problems.synthetic import smooth_function
+    from fpirl.uncertainty import density_posterior, posterior
+
+    beta = 4.0
+    f = smooth_function(2, True)
+    times = 0.02 * np.arange(31)
+    init = von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5)
+    h6 = HermiteSpace([-1, -1], [1, 1], 6, True)
+    c6 = h6.interpolate(f)
+    cases = [("trigonometric psi", lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), (3, 4, 6, 8)),
+             ("psi in the 6-element space", lambda x: h6.gradient(c6, x), (3, 4, 6, 12))]
+    print("| psi | n_h | beta | bias | noise-model 90% interval | widened interval | covers 4 |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for label, grad, nhs in cases:
+        solver = SpectralSolver([-1, -1], [1, 1], 48 if quick else 96, grad, beta)
+        vals = solver.solve(init, times)
+        grid = Grid([-1, -1], [1, 1], 24 if quick else 32, boundary="periodic")
+        s = DensitySnapshots(grid, times, np.clip(solver.evaluate(vals, grid.coords), 0, None))
+        for nh in nhs[:3] if quick else nhs:
+            est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+            lo0, hi0 = density_posterior(est).beta_interval()
+            lo, hi = posterior(est, s).beta_interval()
+            print(f"| {label} | {nh} | {est.beta_:.4f} | {100 * (est.beta_ / beta - 1):+.2f}% | [{lo0:.4f}, {hi0:.4f}] | "
+                  f"[{lo:.4f}, {hi:.4f}] | {'yes' if lo <= beta <= hi else 'NO'} |", flush=True)
+
+
+def cost(quick):
+    from fpirl import DensitySnapshots, Grid, PotentialEstimator
+    from fpirl.uncertainty import estimate_uncertainty, uncertainty_extra
+    from fpirl.workflows import recover_mdp_from_fit
+
+    cases = [(2, 64, 8), (4, 10 if quick else 14, 3)]
+    print("| d | FE nodes | Hermite coef | fit s | posterior s | potential_std + 200-draw bands s |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for d, n, nh in cases:
+        names = tuple(f"s{i}" for i in range(d // 2)) + tuple(f"a{i}" for i in range(d - d // 2))
+        roles = ("state",) * (d // 2) + ("action",) * (d - d // 2)
+        grid = Grid([-1.0] * d, [1.0] * d, n, names=names, roles=roles)
+        x = grid.mesh()
+        t = 0.02 * np.arange(11)
+        base = np.exp(-np.sum(np.cos(np.pi * x) * 0.5, axis=-1))
+        values = base[None] * (1 + 0.2 * np.exp(-t)[(slice(None),) + (None,) * d] * np.cos(np.pi * x[..., 0])[None])
+        s = DensitySnapshots(grid, t, values)
+        t0 = time.perf_counter()
+        est = PotentialEstimator(hermite_elements=nh, beta=2.0).fit(s)
+        t1 = time.perf_counter()
+        post = estimate_uncertainty(est, "posterior", s)
+        t2 = time.perf_counter()
+        recover_mdp_from_fit(est, s.dt, 0.9)
+        uncertainty_extra(est, post, s.dt, 0.9, n_samples=200)
+        t3 = time.perf_counter()
+        print(f"| {d} | {grid.size} | {est.hermite_.n_coef} | {t1 - t0:.2f} | {t2 - t1:.2f} | {t3 - t2:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    print("load average:", os.getloadavg())
+    calibration(10 if args.quick else 30)
+    beta_bias(args.quick)
+    cost(args.quick)
+    print("load average:", os.getloadavg())
