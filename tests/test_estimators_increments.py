@@ -203,3 +203,23 @@ def test_bad_params(tracks1):
         IncrementsEstimator().fit(one_track)
     with pytest.raises(RuntimeError):
         IncrementsEstimator().potential(np.zeros((2, 1)))
+
+
+def test_invariances(tracks1):
+    """Translating the box and the data translates psi; reordering tracks or shifting time changes nothing."""
+    base = IncrementsEstimator(hermite_elements=6).fit(tracks1)
+    t = tracks1
+    shifted = TrackTable(t.values + 5.0, t.segment, t.track, t.time + 100.0, t.dt, t.names, t.roles, t.lower + 5.0,
+                         t.upper + 5.0, t.boundary)
+    moved = IncrementsEstimator(hermite_elements=6).fit(shifted)
+    x = np.linspace(-1, 0.99, 50)[:, None]
+    np.testing.assert_allclose(moved.potential(x + 5.0), base.potential(x), atol=1e-9)
+    assert moved.beta_ == pytest.approx(base.beta_, rel=1e-10)
+    perm = np.random.default_rng(0).permutation(t.n_tracks)
+    rows = np.concatenate([np.flatnonzero(t.track == k) for k in perm])
+    new_id = np.argsort(perm)[t.track[rows]]
+    reordered = TrackTable(t.values[rows], new_id, new_id, t.time[rows], t.dt, t.names, t.roles, t.lower, t.upper,
+                           t.boundary)
+    assert not np.array_equal(reordered.values, t.values)
+    again = IncrementsEstimator(hermite_elements=6).fit(reordered)
+    np.testing.assert_allclose(again.coef_, base.coef_, atol=1e-9)
