@@ -114,6 +114,7 @@ def test_quick_pipeline_end_to_end_and_cache(tmp_path):
     report = (out / "report.md").read_text()
     assert "| N | data | psi error" in report and "| 7 | FP PDE |" in report and "| 5 | MDP map |" in report
     assert "error floor" in report
+    assert "**Quick run**" in report and "underdetermined" in report and "not a failure" in report
     for name in first["figures"].values():
         assert (out / name).stat().st_size > 1000, name
     assert {"q_value", "reward", "policy", "density", "kl", "convergence_psi", "convergence_grad"} <= set(first["figures"])

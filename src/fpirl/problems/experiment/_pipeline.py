@@ -131,7 +131,8 @@ class ExperimentData:
 
 
 def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_dir=None,
-                   progress: bool = True, verbose: bool = True, resolution_check: int | None = None) -> dict:
+                   progress: bool = True, verbose: bool = True, resolution_check: int | None = None,
+                   note: str = "") -> dict:
     """Run the whole experiment (data, fits, metrics, result files, figures, report).
 
     Parameters
@@ -149,6 +150,8 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
     resolution_check : int, optional
         Also solve at this coarser solver resolution and report the largest difference of the FP
         data on the finest grid (the accuracy of the data).
+    note : str
+        A paragraph for the top of the report (e.g. what to expect of a ``--quick`` run).
 
     Returns
     -------
@@ -252,6 +255,7 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
     data_info.update({"fp_solver": data.solver_info(), "cache_hits": data.hits, "cache_lookups": data.lookups})
     summary = {
         "experiment": spec.name,
+        "note": note,
         "elements": Ns,
         "per_N": per_N,
         "slopes": slopes,

@@ -99,6 +99,8 @@ def _report(spec: ExperimentSpec, summary: dict) -> str:
     data = summary["data"]
     L = []
     L.append(f"# {spec.title or spec.name}: FP-IRL benchmark report\n")
+    if summary.get("note"):
+        L.append(summary["note"] + "\n")
     L.append("## Setting\n")
     L.append(f"* Ground truth: {spec.description}" if spec.description else "* Ground truth: see the spec")
     L.append(f"* Domain {list(spec.lower)} .. {list(spec.upper)}, {spec.boundary}; axes "
