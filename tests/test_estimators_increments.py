@@ -223,3 +223,25 @@ def test_invariances(tracks1):
     assert not np.array_equal(reordered.values, t.values)
     again = IncrementsEstimator(hermite_elements=6).fit(reordered)
     np.testing.assert_allclose(again.coef_, base.coef_, atol=1e-9)
+
+
+def test_noise_correction_lag_two_for_differenced_noise():
+    """Noise like that of velocities differenced from noisy positions (eta_k - eta_{k-1}): lag 2 is needed."""
+    dt, steps, n, s = 5e-3, 600, 300, 0.02
+    rng = np.random.default_rng(15)
+    x = sample_sde(grad1, 3.0, rng.uniform(-1, 1, (n, 1)), dt, steps, rng, -1.0, 1.0, "periodic")
+    eta = s * rng.standard_normal((steps + 2, n, 1))
+    y = -1.0 + np.mod(x + eta[1:] - eta[:-1] + 1.0, 2.0)
+    seg = np.repeat(np.arange(n), steps + 1)
+    tr = TrackTable(y.transpose(1, 0, 2).reshape(-1, 1), seg, seg, np.tile(np.arange(steps + 1) * dt, n), dt,
+                    ("v",), ("action",), -1.0, 1.0, "periodic")
+    lag1 = IncrementsEstimator(hermite_elements=6, noise_correction=True).fit(tr)
+    lag2 = IncrementsEstimator(hermite_elements=6, noise_correction=2).fit(tr)
+    # the noise of an increment has variance 6 s^2 and autocovariances -4 s^2, s^2 at lags 1, 2
+    assert lag2.beta_ == pytest.approx(3.0, rel=0.05)
+    assert lag1.beta_ > 3.6  # lag 1 over-corrects by 2 s^2
+    assert rel_error(lag2, psi1, -1, 1) < 0.15
+    assert rel_error(lag2, psi1, -1, 1) < 0.5 * rel_error(lag1, psi1, -1, 1)
+    assert lag2.settings_["noise_correction"] == 2
+    with pytest.raises(FpirlInputError):
+        IncrementsEstimator(hermite_elements=6, noise_correction=-1).fit(tr)

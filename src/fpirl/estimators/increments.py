@@ -25,7 +25,10 @@ Vestergaard, Blainey and Flyvbjerg (2014) on the drift residuals ``r_k``:
 
 since ``<r_k^2> = 2 dt / beta + 2 s^2`` and ``<r_k r_{k+1}> = -s^2`` (plus ``O(dt^2)``). The
 regressor noise still smooths grad psi by a Gaussian of width ``s`` (an ``O(s^2)`` bias, no longer
-``O(s^2 / dt)``).
+``O(s^2 / dt)``). An integer ``noise_correction = L`` uses the regressor ``L`` observations back and
+``2 dt / beta = <r_k^2> + 2 sum_{j=1..L} <r_k r_{k+j}>``: ``L = 2`` is needed for actions
+differenced from noisy positions (``v_k = (s_k - s_{k-1}) / dt``: an increment of ``v`` carries the
+noise of three positions, so its noise is correlated over two lags).
 
 Reflecting walls: a step that would cross a wall is folded back, so increments that start within
 a few step lengths ``sigma = sqrt(2 dt / beta)`` of a wall are biased away from it (a spurious
@@ -77,18 +80,18 @@ VARIANCE_BUDGET = 1 << 22
 MAX_AUTO_COEF = 1600
 
 
-def _regression_data(tracks: TrackTable, noise_correction: bool):
-    """Regressor points, start points, increments and track of every transition."""
-    if noise_correction:
-        i_prev, i0, i1 = tracks.triples()
-    else:
-        i0, i1 = tracks.pairs()
-        i_prev = i0
+def _regression_data(tracks: TrackTable, lag: int):
+    """Regressor points (``lag`` rows before the start), start points, increments and track of every
+    transition whose regressor row lies in the same segment."""
+    seg = tracks.segment
+    i0 = np.arange(lag, tracks.n_obs - 1)
+    i0 = i0[seg[i0 - lag] == seg[i0 + 1]]
+    i1 = i0 + 1
     dx = tracks.values[i1] - tracks.values[i0]
     if tracks.periodic:
         length = tracks.upper - tracks.lower
         dx -= length * np.round(dx / length)
-    return tracks.values[i_prev], tracks.values[i0], dx, tracks.track[i0]
+    return tracks.values[i0 - lag], tracks.values[i0], dx, tracks.track[i0]
 
 
 def mirror_wall_terms(start: np.ndarray, lower, upper, sigma) -> tuple[np.ndarray, np.ndarray]:
@@ -131,8 +134,10 @@ class IncrementsEstimator(TrackEstimatorMixin):
         Axes (indices or names) whose increments enter the regression; None: all. For
         position/velocity data the position increments are kinematic: regress only the action
         axes. psi is then determined along the other axes only by the penalty.
-    noise_correction : bool
-        Correct drift and beta for localisation noise (module doc). Needs runs of three observations.
+    noise_correction : bool or int
+        Correct drift and beta for localisation noise (module doc): the lag ``L`` of the regressor
+        (``True`` = 1, for observed coordinates; 2 for actions differenced from noisy positions,
+        whose increments share the noise of three positions). Needs runs of ``L + 2`` observations.
     walls : {'auto', 'mirror', 'drop', 'none'}
         Treatment of reflecting walls (module doc): model the fold on every drift axis
         (``'mirror'``), or only on the axes whose step ``sigma`` is at most 10% of the axis
@@ -161,7 +166,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
     coef_, beta_, hermite_, grid_, ridge_, residual_, settings_, dt_
         As :class:`fpirl.identify.PotentialEstimator`; ``residual_`` is ``sqrt(RSS / sum v^2)``.
     localization_noise_ : float or None
-        With ``noise_correction``: estimated std ``s`` of the position noise (drift-axis units).
+        With ``noise_correction`` and beta estimated: ``sqrt`` of half the excess of the raw
+        increment variance over the corrected one (for observed coordinates, lag 1: the std ``s`` of
+        the position noise, drift-axis units).
     cv_ : dict or None
         The CV curve (:func:`~fpirl.estimators.selection.cross_validate`) with ``'auto'``.
     n_transitions_ : int
@@ -226,7 +233,14 @@ class IncrementsEstimator(TrackEstimatorMixin):
             raise FpirlInputError(f"wall_margin must be a non-negative number, got {self.wall_margin!r}")
         if self.walls not in WALL_TREATMENTS:
             raise FpirlInputError(f"walls must be one of {', '.join(WALL_TREATMENTS)}, got {self.walls!r}")
-        points, start, dx, track = _regression_data(tracks, bool(self.noise_correction))
+        nc = self.noise_correction
+        if isinstance(nc, (bool, np.bool_)) or nc is None:
+            lag = int(bool(nc))
+        elif isinstance(nc, (int, np.integer)) and 0 <= nc <= 5:
+            lag = int(nc)
+        else:
+            raise FpirlInputError(f"noise_correction must be True/False or a lag 0..5, got {nc!r}")
+        points, start, dx, track = _regression_data(tracks, lag)
         weights = None
         margin = np.zeros(tracks.ndim)
         var_margin = margin
@@ -237,7 +251,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
             points, start, dx, track = points[keep], start[keep], dx[keep], track[keep]
             var_margin = margin
         if points.shape[0] == 0:
-            need = "three consecutive observations (noise_correction)" if self.noise_correction else "two"
+            need = f"{lag + 2} consecutive observations (noise_correction)" if lag else "two"
             raise FpirlInputError(f"no track has {need} consecutive observations away from the walls: nothing to regress")
         dt = tracks.dt
         dx = dx[:, drift]
@@ -289,7 +303,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.localization_noise_ = None
         if beta is None:
             explicit = bool(mirrored)
-            var_dx = self._increment_variance(tracks, space, coef, drift, rss, system.n_rows, var_margin, explicit)
+            var_dx = self._increment_variance(tracks, space, coef, drift, rss, system.n_rows, var_margin, explicit, lag)
             if not var_dx > 0:
                 raise FpirlInputError("the increments have no residual variance: beta cannot be estimated; give beta")
             beta_ = 2.0 * dt / var_dx
@@ -316,7 +330,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
             "ridge_selection": "cv" if (auto and self.ridge is None) else "fixed",
             "ridge_absolute": lam,
             "beta_estimated": int(beta is None),
-            "noise_correction": int(bool(self.noise_correction)),
+            "noise_correction": lag,
             "walls": self.walls if not tracks.periodic else "periodic",
             "walls_mirrored": ",".join(tracks.names[a] for a in mirrored),
             "wall_margin": ",".join(f"{v:.4g}" for v in margin),
@@ -331,39 +345,37 @@ class IncrementsEstimator(TrackEstimatorMixin):
             self.settings_["localization_noise"] = self.localization_noise_
         return self
 
-    def _increment_variance(self, tracks, space, coef, drift, rss, n_rows, margin, explicit) -> float:
-        """Per-axis variance of the increment noise, ``2 dt / beta``, from transitions starting
-        inside ``[lower + margin, upper - margin]`` (module doc); a strided sample of them is evaluated
-        (:data:`VARIANCE_SAMPLE`)."""
+    def _increment_variance(self, tracks, space, coef, drift, rss, n_rows, margin, explicit, lag) -> float:
+        """Per-axis variance of the increment noise, ``2 dt / beta``, from runs of ``lag + 1``
+        transitions starting inside ``[lower + margin, upper - margin]`` (module doc); a strided
+        sample of them is evaluated (:data:`VARIANCE_SAMPLE`)."""
         dt = tracks.dt
-        if not (self.noise_correction or explicit):
+        if not (lag or explicit):
             return rss * dt * dt / n_rows
-        i0, i1 = tracks.pairs()
-        start = tracks.values[i0]
-        inside = np.all((start >= tracks.lower + margin) & (start <= tracks.upper - margin), axis=1)
-        if self.noise_correction:
-            rows = np.flatnonzero((i1[:-1] == i0[1:]) & inside[:-1] & inside[1:])  # p and p + 1 in one segment
-            need = "noise_correction needs runs of three observations away from the walls"
-        else:
-            rows = np.flatnonzero(inside)
-            need = "no transition starts away from the walls: beta cannot be estimated; give beta"
+        seg, values = tracks.segment, tracks.values
+        inside = np.all((values >= tracks.lower + margin) & (values <= tracks.upper - margin), axis=1)
+        i = np.arange(0, max(tracks.n_obs - lag - 1, 0))
+        ok = seg[i] == seg[i + lag + 1]
+        for j in range(lag + 1):
+            ok &= inside[i + j]
+        rows = i[ok]
         if rows.size == 0:
-            raise FpirlInputError(need)
+            raise FpirlInputError(f"no run of {lag + 2} consecutive observations away from the walls: "
+                                  "beta cannot be estimated; give beta")
         sample = max(VARIANCE_SAMPLE, VARIANCE_BUDGET // 4**tracks.ndim)
         rows = rows[:: max(1, rows.size // sample)]
-        if self.noise_correction:
-            rows = np.stack([rows, rows + 1], axis=1).ravel()
-        dx = tracks.values[i1[rows]] - start[rows]
+        block = rows[:, None] + np.arange(lag + 1)[None, :]
+        dx = values[block + 1] - values[block]
         if tracks.periodic:
             length = tracks.upper - tracks.lower
             dx -= length * np.round(dx / length)
-        r = dx[:, drift] + dt * space.gradient(coef, start[rows])[:, drift]
-        if not self.noise_correction:
-            return float(np.mean(r * r))
-        r = r.reshape(-1, 2, len(drift))
-        cov = float(np.mean(r[:, 0] * r[:, 1]))
-        self.localization_noise_ = float(np.sqrt(max(-cov, 0.0)))
-        return float(np.mean(r * r)) + 2.0 * cov
+        grad = space.gradient(coef, values[block].reshape(-1, tracks.ndim)).reshape(dx.shape)
+        r = dx[..., drift] + dt * grad[..., drift]
+        raw = float(np.mean(r[:, 0] ** 2))
+        var = raw + 2.0 * sum(float(np.mean(r[:, 0] * r[:, j])) for j in range(1, lag + 1))
+        if lag:
+            self.localization_noise_ = float(np.sqrt(max(0.5 * (raw - var), 0.0)))
+        return var
 
     def result_extra(self) -> dict:
         """The CV curve as DataArrays over ``cv_elements`` x ``cv_ridge``: ``cv_score`` (mean held-out
