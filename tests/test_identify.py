@@ -36,8 +36,9 @@ def test_recovery_converges_under_fe_refinement(d, boundary, Ns, options):
     assert np.all(np.diff(errors[:, 1]) < 0), errors
     order_psi, order_grad = observed_order(Ns, errors[:, 0]), observed_order(Ns, errors[:, 1])
     # linear FE data: second order expected (docs/method.md, "Benchmark data": about 2 in 2-D)
-    assert 1.6 < order_psi < 3.5, (order_psi, errors)
-    assert 1.6 < order_grad < 3.8, (order_grad, errors)
+    # measured (issue 13): psi 1.75-2.36, grad 1.86-3.62 (3-D pre-asymptotic); a lost order gives ~1
+    assert 1.65 < order_psi < 2.5, (order_psi, errors)
+    assert 1.7 < order_grad < 3.8, (order_grad, errors)
     assert errors[-1, 0] < 0.03
 
 
