@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from fpirl import FpirlInputError, Grid
+from fpirl.metrics import log_log_slope
 from fpirl.forward import (
     FiniteVolumeSolver,
     SpectralSolver,
@@ -73,10 +74,6 @@ def gauss_bump(centre, width):
         return np.exp(-np.sum((x - centre) ** 2, axis=-1) / (2.0 * width**2))
 
     return f
-
-
-def fit_slope(h, err):
-    return np.polyfit(np.log(h), np.log(err), 1)[0]
 
 
 # ============================================================================================
@@ -184,7 +181,7 @@ def test_finite_volume_is_second_order_in_space():
     for n in cells:
         p = FiniteVolumeSolver([0.0], [1.0], n + 1, box_psi, beta).solve(init, [T])[-1]
         err.append(np.max(np.abs(p - ref[:: ref_cells // n])))
-    slope = fit_slope(1.0 / cells, np.array(err))
+    slope = log_log_slope(1.0 / cells, np.array(err))
     assert FiniteVolumeSolver.space_order == 2
     assert abs(slope - FiniteVolumeSolver.space_order) < 0.15
 
@@ -201,7 +198,7 @@ def test_finite_volume_is_second_order_in_space_2d():
         p = FiniteVolumeSolver(lo, hi, n + 1, box_psi, beta).solve(init, [T])[-1]
         r = ref_cells // n
         err.append(np.max(np.abs(p - ref[::r, ::r])))
-    slope = fit_slope(1.0 / cells, np.array(err))
+    slope = log_log_slope(1.0 / cells, np.array(err))
     assert abs(slope - FiniteVolumeSolver.space_order) < 0.3
 
 
@@ -215,7 +212,7 @@ def test_spectral_time_stepper_is_fourth_order():
         for h in steps
     ]
     assert SpectralSolver.time_order == 4
-    assert abs(fit_slope(steps, np.array(err)) - SpectralSolver.time_order) < 0.4
+    assert abs(log_log_slope(steps, np.array(err)) - SpectralSolver.time_order) < 0.4
     # the default (CFL-based) step is well inside the asymptotic regime
     s = SpectralSolver([0.0], [TWO_PI], M, trig_grad, beta)
     assert np.max(np.abs(s.solve(init, [T])[-1] - ref)) < 1e-6

@@ -7,12 +7,13 @@ import pytest
 
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.identify import DEFAULT_RIDGE
+from fpirl.metrics import log_log_slope
 
 from fpirl.problems.synthetic import Problem
 
 
 def observed_order(Ns, errors):
-    return -np.polyfit(np.log(Ns), np.log(errors), 1)[0]
+    return -log_log_slope(Ns, errors)
 
 
 # (d, boundary, FE elements, problem options): the periodic 1-D case uses a small dt so the
