@@ -171,3 +171,12 @@ def test_plot_fields_shares_the_reference_scale(tmp_path, captured):
     assert clims[0] == clims[1] == pytest.approx(robust_range(truth))
     with pytest.raises(FpirlInputError, match="no panels"):
         plot_fields(grid, [], tmp_path / "g.png")
+
+
+def test_kl_figure_shows_the_expected_size(tmp_path, captured):
+    t = 0.1 * np.arange(20)
+    _png_ok(plot_kl(t, 1e-3 * t, tmp_path / "kl.png", reference=0.5, title="data a.nc vs simulation b.nc (MDP)"))
+    fig = captured[-1]
+    assert fig.get_suptitle() == "data a.nc vs simulation b.nc (MDP)"
+    levels = sorted(ln.get_ydata()[0] for ln in fig.axes[0].get_lines() if ln.get_linestyle() in ("--", ":"))
+    assert levels == pytest.approx([0.05, 0.5])

@@ -8,7 +8,7 @@ import pytest
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.metrics import kl_divergence
 from fpirl.io import read_density, result_dataset, write_density, write_result
-from fpirl.io import model_from_result
+from fpirl.io import model_from_result, read_attrs
 from fpirl.workflows import compare_snapshots, recover_mdp_from_fit, simulate_model
 
 from fpirl.problems.synthetic import Problem
@@ -62,7 +62,12 @@ def test_simulate_and_compare_cli(fitted, tmp_path, cli):
     proc = cli("compare", folder / "data.nc", out, "-o", tmp_path / "kl.png")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert lines[0].startswith("time") and len(lines) == data.n_times + 2
+    assert lines[0].startswith("time") and len(lines) == data.n_times + 3
+    # the expected size of the KL: the data's own change, printed with the maximum
+    norm = data.normalized().values
+    change = kl_divergence(norm[-1], norm[0], data.grid)
+    assert f"KL(p_last || p_first) = {change:.3g}" in proc.stdout
+    assert read_attrs(out)["simulation_model"] == "fp"
     assert (tmp_path / "kl.png").stat().st_size > 0
     proc = cli("simulate", folder / "result.nc", "--steps", 3, "-o", tmp_path / "mdp.nc", "--no-progress")
     assert proc.returncode == 0, proc.stderr

@@ -51,6 +51,7 @@ __all__ = [
     "grid_coords",
     "grid_from_dataset",
     "model_from_result",
+    "read_attrs",
     "read_density",
     "read_result",
     "result_dataset",
@@ -115,9 +116,22 @@ def read_density(path) -> DensitySnapshots:
     return density_from_dataset(_open_netcdf(path))
 
 
-def write_density(path, snapshots: DensitySnapshots) -> Path:
-    """Write ``snapshots`` to ``path`` (netCDF, atomically)."""
-    return _to_netcdf_atomic(density_dataset(snapshots), path)
+def write_density(path, snapshots: DensitySnapshots, attrs: Mapping | None = None) -> Path:
+    """Write ``snapshots`` to ``path`` (netCDF, atomically).
+
+    ``attrs``: extra dataset attributes (numbers, booleans, strings), e.g. where the data come from.
+    """
+    ds = density_dataset(snapshots)
+    for key, value in (attrs or {}).items():
+        value = _attr_value(value)
+        if value is not None:
+            ds.attrs[key] = value
+    return _to_netcdf_atomic(ds, path)
+
+
+def read_attrs(path) -> dict:
+    """The dataset attributes of a netCDF file (e.g. how ``fpirl simulate`` made it)."""
+    return dict(_open_netcdf(Path(path)).attrs)
 
 
 # --------------------------------------------------------------------------------------------

@@ -338,17 +338,25 @@ def plot_result(result, path) -> Path:
     return _save(fig, path)
 
 
-def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)") -> Path:
-    """KL divergence over time; ``zoom=(t0, t1)`` adds a second panel on that time window."""
+def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)", reference: float | None = None,
+            title: str | None = None) -> Path:
+    """KL divergence over time; ``zoom=(t0, t1)`` adds a second panel on that time window.
+
+    ``reference``: the size to compare with, e.g. ``KL(p_last || p_first)`` of the data (drawn as a
+    dashed line with a dotted line at 10% of it, the benchmarks' acceptance level).
+    """
     times = np.asarray(times, dtype=float).ravel()
     kl = np.asarray(kl, dtype=float).ravel()
     if times.shape != kl.shape:
         raise FpirlInputError(f"times ({times.size}) and kl ({kl.size}) differ in length")
     npanel = 1 if zoom is None else 2
-    fig = Figure(figsize=(5 * npanel, 3.6), layout="constrained")
+    fig = Figure(figsize=(5.5 * npanel, 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, npanel))
     axes[0].plot(times, kl, marker=".", label=label)
     axes[0].set_title("KL divergence")
+    if reference is not None and np.isfinite(reference) and reference > 0:
+        axes[0].axhline(reference, color="k", ls="--", lw=1, label=f"data change KL(p_last || p_first) = {reference:.3g}")
+        axes[0].axhline(0.1 * reference, color="k", ls=":", lw=1, label="10% of it (a good model stays below)")
     if zoom is not None:
         t0, t1 = map(float, zoom)
         sel = (times >= t0) & (times <= t1)
@@ -359,7 +367,9 @@ def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)") -> Pat
         ax.set_xlabel("time")
         ax.set_ylabel("KL")
         ax.grid(True, alpha=0.3)
-    axes[0].legend()
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
     return _save(fig, path)
 
 

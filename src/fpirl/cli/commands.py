@@ -70,7 +70,9 @@ def cmd_simulate(args) -> int:
             raise FpirlInputError(f"--initial is on {start.grid!r}, the result on {model.grid!r}")
         initial = start.values[0]
     sim = simulate_model(model, args.steps, args.model, initial, progress=_progress(args))
-    write_density(out, sim)
+    write_density(out, sim, attrs={"source": "fpirl simulate", "simulation_model": args.model,
+                                   "simulation_result": str(args.result),
+                                   "simulation_initial": "" if args.initial is None else str(args.initial)})
     print(f"fpirl simulate: {args.steps} steps of dt={model.dt:g} with the {args.model} model; wrote {out}")
     return EXIT_OK
 
@@ -85,17 +87,32 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
                    help="figure of KL over time (default: SIM_kl.png next to SIM.nc)")
 
 
+_MODEL_NAMES = {"mdp": "MDP density map", "fp": "Fokker-Planck PDE"}
+
+
 def cmd_compare(args) -> int:
-    from ..io import check_output_path, read_density
+    from ..io import check_output_path, read_attrs, read_density
     from ..plotting import plot_kl
-    from ..workflows import compare_snapshots
+    from ..workflows import compare_snapshots, kl_reference
 
     fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
     check_output_path(fig, inputs=(args.data, args.simulation))
-    times, kl = compare_snapshots(read_density(args.data), read_density(args.simulation))
+    data = read_density(args.data)
+    times, kl = compare_snapshots(data, read_density(args.simulation))
+    reference = kl_reference(data)
+    attrs = read_attrs(args.simulation)
+    model = _MODEL_NAMES.get(str(attrs.get("simulation_model")), "model unknown (not written by fpirl simulate)")
+    if attrs.get("simulation_result"):
+        model += f" of {Path(str(attrs['simulation_result'])).name}"
     print("time\tKL(data || simulation)")
     for t, k in zip(times, kl):
         print(f"{t:.6g}\t{k:.6g}")
-    plot_kl(times, kl, fig)
+    print(f"fpirl compare: the data move by KL(p_last || p_first) = {reference:.3g}; a model that explains them "
+          f"keeps KL(data || simulation) well below that (the benchmarks accept < 10%: {0.1 * reference:.3g}); "
+          f"here the maximum is {float(kl.max()):.3g} ({100 * float(kl.max()) / reference:.1f}%)"
+          if reference > 0 else "fpirl compare: the data do not change over the run (KL(p_last || p_first) = 0)")
+    plot_kl(times, kl, fig, reference=reference,
+            label=f"KL({Path(args.data).name} || {Path(args.simulation).name})",
+            title=f"data {Path(args.data).name} vs simulation {Path(args.simulation).name} ({model})")
     print(f"fpirl compare: wrote {fig}")
     return EXIT_OK
