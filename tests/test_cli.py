@@ -195,3 +195,21 @@ def test_demo_pipeline_small(tmp_path, cli):
     again = tmp_path / "again.nc"
     assert cli("fit", out["data"], "-o", again, "--hermite-elements", 4, "--beta", 5, "--no-progress").returncode == 0
     np.testing.assert_allclose(read_result(again)["potential"].values, ds["potential"].values, atol=1e-8)
+
+
+def test_progress_bars_only_on_a_terminal(valid_data, tmp_path, cli, monkeypatch):
+    import io
+
+    from fpirl._progress import show_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert show_progress(True, Terminal()) and not show_progress(False, Terminal())
+    assert not show_progress(True, io.StringIO())
+    # redirected output: no bar and no cursor-control codes, although --no-progress is not given
+    proc = cli("fit", valid_data, "-o", tmp_path / "r.nc", "--hermite-elements", "3", "--beta", "4")
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stderr + proc.stdout and "\x1b" not in proc.stderr + proc.stdout
+    assert "%|" not in proc.stderr
