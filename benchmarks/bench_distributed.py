@@ -86,7 +86,8 @@ def speedup(quick):
     h = HermiteSpace.on_grid(grid, 4)
     t0 = time.perf_counter()
     accumulate_normal_equations(s, h, chunk=9)
-    rows = [("this process", round(time.perf_counter() - t0, 2))]
+    rows = [("this process (BLAS threads)", round(time.perf_counter() - t0, 2))]
+    print(rows[-1], flush=True)
     for workers in (1, 2):
         with dask_client("local", n_workers=workers) as client:
             accumulate_normal_equations(s, h, chunk=9, scheduler=client)  # warm-up: imports on the workers
@@ -106,10 +107,13 @@ if __name__ == "__main__":
         sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=("memory", "speedup"))
     args = ap.parse_args()
     print("load average:", os.getloadavg())
-    print("snapshots, file MiB, mode, peak RSS MiB, wall s")
-    memory(args.quick)
-    print("assembly wall time (s)")
-    speedup(args.quick)
+    if args.only != "speedup":
+        print("snapshots, file MiB, mode, peak RSS MiB, wall s")
+        memory(args.quick)
+    if args.only != "memory":
+        print("assembly wall time (s)")
+        speedup(args.quick)
     print("load average:", os.getloadavg())

@@ -48,6 +48,8 @@ def refit_params(est) -> dict:
         params["ridge"] = float(ridge)
     if "progress" in params:
         params["progress"] = False
+    if "scheduler" in params:
+        params["scheduler"] = None  # the replicates are the parallel tasks
     return params
 
 

@@ -72,7 +72,7 @@ def dask_client(scheduler, n_workers: int | None = None, processes: bool = True)
         n = n_workers or min(4, os.cpu_count() or 1)
         loopback = {"host": "127.0.0.1"} if processes else {}  # threads talk in-process
         with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
-                                      dashboard_address=None, **loopback) as cluster, \
+                                      dashboard_address=":0", **loopback) as cluster, \
                 distributed.Client(cluster) as client:
             yield client
         return

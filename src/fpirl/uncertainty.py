@@ -39,6 +39,7 @@ the time differences telescope and the row model over-states the noise (conserva
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,7 @@ from .hermite import HermiteSpace
 #: Lower and upper quantile of the reported credible bands.
 BAND_QUANTILES = (0.05, 0.95)
 #: Coefficient draws for the policy/reward bands (each draw is one MDP recovery).
-DEFAULT_SAMPLES = 200
+DEFAULT_SAMPLES = 64
 #: Methods accepted by :func:`uncertainty_extra` (and ``fpirl fit --uncertainty``).
 METHODS = ("posterior", "bootstrap", "none")
 #: beta's interval reaches to ``beta - BASIS_ERROR_FACTOR (beta_coarse - beta)`` (see beta_at_coarser_resolution).
@@ -303,6 +304,11 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
             raise FpirlInputError("the bootstrap resamples whole tracks: it needs a trajectory table")
         return bootstrap_tracks(est, data, n_replicates or DEFAULT_REPLICATES, rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
+    if getattr(est, "system_", None) is None and _inner(est) is None:
+        warnings.warn(f"no closed-form posterior for this {type(est).__name__} fit: it kept no assembled normal "
+                      "matrix (matrix-free solver); the result has no uncertainty variables", RuntimeWarning,
+                      stacklevel=2)
+        return None
     return posterior(est, data if isinstance(data, DensitySnapshots) else None)
 
 
@@ -431,3 +437,12 @@ def uncertainty_extra(est, post: CoefficientPosterior | None, dt: float, gamma: 
         if post.beta_coarse is not None:
             out["beta_coarse"] = post.beta_coarse
     return out
+
+
+def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = None, *, n_samples: int | None = None,
+                    scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False) -> dict:
+    """What ``fpirl fit --uncertainty METHOD`` adds to the result (:func:`estimate_uncertainty`
+    then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none."""
+    post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
+                                n_jobs=n_jobs, progress=progress)
+    return uncertainty_extra(est, post, dt, gamma, n_samples or DEFAULT_SAMPLES, rng, progress)
