@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _simtracks import sde_tracks, table_from_paths, velocity_table
+
 from fpirl import FpirlInputError
 from fpirl.adequacy import HelmholtzCheck
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _simtracks import table_from_paths, velocity_table
 from scipy.stats import multivariate_normal
 
-from _simtracks import table_from_paths, velocity_table
 from fpirl import FpirlInputError
 from fpirl._transitions import infer_action_kind, observed_transitions
 from fpirl.baselines import Baselines, fit_baselines

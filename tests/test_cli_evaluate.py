@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from _simtracks import sde_tracks
 
 BETA, DT = 4.0, 0.1

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _simtracks import sde_tracks, table_from_paths, velocity_table
 from scipy.stats import norm
 
-from _simtracks import sde_tracks, table_from_paths, velocity_table
 from fpirl import FpirlInputError
 from fpirl._transitions import observed_transitions
 from fpirl.baselines import Baselines, fit_baselines

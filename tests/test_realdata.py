@@ -52,7 +52,7 @@ def test_benchmark_on_b_cells_end_to_end(tmp_path, cli):
     proc = cli("evaluate", folder / "result.nc", folder / "test.csv", "--json")
     assert proc.returncode == 0, proc.stderr
     obj = json.loads(proc.stdout)
-    row = [line for line in text.splitlines() if line.startswith("| b_cells")][0].split("|")
+    row = next(line for line in text.splitlines() if line.startswith("| b_cells")).split("|")
     assert f"{obj['loglik']['fpirl']:.3f}" == row[4].strip()
     assert f"{obj['loglik']['persistent_random_walk']:.3f}" == row[7].strip()
     assert obj["loglik"]["fpirl"] > obj["loglik"]["diffusion"]

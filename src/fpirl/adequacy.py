@@ -151,7 +151,7 @@ class HelmholtzCheck:
         self.threshold = threshold
         self.random_state = random_state
 
-    def fit(self, table) -> "HelmholtzCheck":
+    def fit(self, table) -> HelmholtzCheck:
         """Fit the unconstrained drift of ``table`` (a :class:`~fpirl.tracks.TrackTable`) and split it."""
         K = int(self.degree)
         if K < 1:

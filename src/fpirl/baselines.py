@@ -74,7 +74,7 @@ class Baselines:
         return {attr: getattr(self, key) for key, attr in _ATTRS.items()}
 
     @classmethod
-    def from_attrs(cls, attrs) -> "Baselines":
+    def from_attrs(cls, attrs) -> Baselines:
         """Rebuild from result attrs; :class:`FpirlInputError` when they are missing."""
         missing = [a for a in _ATTRS.values() if a not in attrs]
         if missing:

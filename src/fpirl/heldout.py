@@ -67,7 +67,7 @@ class TransitionModel:
     dt: float | None = None
 
     @classmethod
-    def from_any(cls, model) -> "TransitionModel":
+    def from_any(cls, model) -> TransitionModel:
         """From a result dataset, a fitted estimator (``grid_``, ``beta_``, ``gradient``) or a
         :class:`fpirl.workflows.FittedModel`."""
         if isinstance(model, cls):

@@ -19,8 +19,15 @@ import numpy as np
 
 from ..._errors import FpirlInputError
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
-from ._model import (CANDIDATES, QUICK_CANDIDATES, arena_maps, candidate_label, make_estimator, select_model,
-                     simulate_tracks)
+from ._model import (
+    CANDIDATES,
+    QUICK_CANDIDATES,
+    arena_maps,
+    candidate_label,
+    make_estimator,
+    select_model,
+    simulate_tracks,
+)
 
 __all__ = ["DATA_ENV", "TRACK_SETS", "TrackSet", "locate_data", "run_realdata", "run_set"]
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._transitions import Transitions, gaussian_logpdf
 from ...adequacy import _legendre_design, _multi_indices
 from ...hermite import HermiteSpace
-from ..._transitions import Transitions, gaussian_logpdf
 from ._model import VelocityPotentialEstimator, _action_table
 
 LOG_G_DEGREE = 3

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._transitions import observed_transitions
 from ...estimators import IncrementsEstimator
 from ...estimators._base import TrackEstimatorMixin, default_result_elements
+from ...heldout import fpirl_loglik
 from ...hermite import HermiteSpace
 from ...tracks import TrackTable
-from ..._transitions import observed_transitions
-from ...heldout import fpirl_loglik
 
 #: (family, elements, ridge) tried by cross-validation
 CANDIDATES = (
@@ -65,7 +65,7 @@ class VelocityPotentialEstimator(TrackEstimatorMixin):
         self.hermite_elements = hermite_elements
         self.ridge = ridge
 
-    def fit(self, table: TrackTable) -> "VelocityPotentialEstimator":
+    def fit(self, table: TrackTable) -> VelocityPotentialEstimator:
         inner = IncrementsEstimator(hermite_elements=self.hermite_elements, ridge=self.ridge, walls="none")
         inner.fit(_action_table(table))
         S = table.state_axes
