@@ -25,6 +25,7 @@ import scipy.linalg
 from ._version import __version__ as _version
 from ._errors import FpirlInputError
 from .assembly import NormalEquations, assemble_normal_equations
+from . import matfree
 from .density import DensitySnapshots
 from .grid import Grid
 from .hermite import HermiteSpace
@@ -38,6 +39,17 @@ def _solve_spd(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         return scipy.linalg.solve(M, rhs, assume_a="pos", check_finite=False)
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
         return scipy.linalg.lstsq(M, rhs, check_finite=False)[0]
+
+
+#: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
+ASSEMBLED_MEMORY_LIMIT = 3e9
+SOLVERS = ("auto", "assembled", "matrix-free")
+
+
+def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:
+    """Memory estimate of the assembled path: the banded moment and its contraction states
+    (``~3 x 5^d`` numbers per node) and a few dense ``n_coef x n_coef`` matrices."""
+    return 8.0 * (3 * 5**grid.ndim * grid.size + 4 * float(hermite.n_coef) ** 2)
 
 
 #: Relative ridge values searched by ``ridge='gcv'``: from the default up, so GCV never smooths less
@@ -105,6 +117,14 @@ class PotentialEstimator:
         Scale every snapshot to unit mass before fitting (FP dynamics conserve mass).
     progress : bool
         Show a tqdm progress bar.
+    solver : {'auto', 'assembled', 'matrix-free'}
+        ``'assembled'`` forms the normal matrix by sum factorisation (:mod:`fpirl.assembly`) and
+        solves it by Cholesky; ``'matrix-free'`` only applies it (:mod:`fpirl.matfree`) and solves
+        by preconditioned conjugate gradients, streaming over the snapshots (5-D, 6-D).
+        ``'auto'`` (default) picks the assembled path unless its memory estimate
+        (:func:`assembled_bytes`) exceeds :data:`ASSEMBLED_MEMORY_LIMIT`.
+    cg_tol : float
+        Relative residual at which the matrix-free CG solves stop.
 
     Attributes
     ----------
@@ -123,6 +143,10 @@ class PotentialEstimator:
     beta_identifiability_ : float or None
         With ``estimate_beta``: Schur complement of ``1/beta`` relative to ``c.c``; near 0 means the
         data hardly constrain beta (e.g. data at equilibrium).
+    solver_ : str
+        The path used, ``'assembled'`` or ``'matrix-free'``.
+    cg_info_ : dict or None
+        Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``.
     settings_ : dict
     """
 
@@ -136,6 +160,8 @@ class PotentialEstimator:
         quadrature_points=3,
         normalize=True,
         progress=False,
+        solver="auto",
+        cg_tol=1e-10,
     ):
         self.hermite_elements = hermite_elements
         self.beta = beta
@@ -145,6 +171,8 @@ class PotentialEstimator:
         self.quadrature_points = quadrature_points
         self.normalize = normalize
         self.progress = progress
+        self.solver = solver
+        self.cg_tol = cg_tol
 
     # ------------------------------------------------------------------------------------
     def _check_params(self):
@@ -174,10 +202,11 @@ class PotentialEstimator:
             Re-use an assembled system (e.g. when sweeping ``ridge``); must come from the same data.
         """
         ridge = self._check_params()
-        if not isinstance(snapshots, DensitySnapshots):
-            raise FpirlInputError("fit expects DensitySnapshots")
-        if self.normalize:
-            snapshots = snapshots.normalized()
+        streaming = isinstance(snapshots, matfree.StreamingSnapshots)
+        if not (isinstance(snapshots, DensitySnapshots) or streaming):
+            raise FpirlInputError("fit expects DensitySnapshots (or StreamingSnapshots)")
+        if self.solver not in SOLVERS:
+            raise FpirlInputError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         grid = snapshots.grid
         hermite = HermiteSpace.on_grid(grid, self.hermite_elements)
         if grid.size < hermite.n_coef:
@@ -186,6 +215,21 @@ class PotentialEstimator:
                 "psi is underdetermined and shaped by the ridge; refine the grid or use fewer Hermite elements",
                 RuntimeWarning, stacklevel=2,
             )
+        solver = self.solver
+        if solver == "auto":
+            big = assembled_bytes(grid, hermite) > ASSEMBLED_MEMORY_LIMIT
+            solver = "matrix-free" if (streaming or big) and normal_equations is None else "assembled"
+        if solver == "matrix-free":
+            if normal_equations is not None:
+                raise FpirlInputError("normal_equations can only be re-used by the assembled solver")
+            if ridge == "gcv":
+                raise FpirlInputError("ridge='gcv' needs the assembled normal matrix; use solver='assembled' "
+                                      "or a numeric ridge")
+            return self._fit_matrix_free(snapshots, hermite, ridge)
+        if streaming:
+            raise FpirlInputError("streamed snapshots need solver='matrix-free' (or 'auto')")
+        if self.normalize:
+            snapshots = snapshots.normalized()
         ne = normal_equations
         if ne is None:
             ne = assemble_normal_equations(
@@ -222,16 +266,7 @@ class PotentialEstimator:
         if self.estimate_beta:
             schur = ne.cc - ne.xtc @ _solve_spd(M, ne.xtc)
             self.beta_identifiability_ = float(schur / ne.cc) if ne.cc > 0 else 0.0
-            if not gamma > 0:
-                raise FpirlInputError(
-                    f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
-                    "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
-                )
-            if self.beta_identifiability_ < 1e-6:
-                warnings.warn(
-                    "beta is poorly identified by these data (they may start near equilibrium); "
-                    "consider fixing beta", RuntimeWarning, stacklevel=2,
-                )
+            self._check_beta(gamma)
         coef = hermite.remove_mean(theta)
         b = ne.xtg + gamma * ne.xtc
         hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
@@ -244,6 +279,8 @@ class PotentialEstimator:
         self.ridge_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = ne
+        self.solver_ = "assembled"
+        self.cg_info_ = None
         self.settings_ = {
             "estimator": "density",
             "hermite_elements": ",".join(map(str, hermite.elements)),
@@ -255,9 +292,66 @@ class PotentialEstimator:
             "quadrature_points": int(self.quadrature_points),
             "beta_estimated": int(bool(self.estimate_beta)),
             "normalize": int(bool(self.normalize)),
+            "solver": "assembled",
             "fpirl_version": _version,
         }
         return self
+
+    def _fit_matrix_free(self, snapshots, hermite, ridge):
+        """The matrix-free path (:func:`fpirl.matfree.solve_regression`); same outputs as :meth:`fit`."""
+        source = snapshots if isinstance(snapshots, matfree.StreamingSnapshots) else \
+            matfree.StreamingSnapshots.from_snapshots(snapshots)
+        if self.normalize:
+            source = source.normalize()
+        op = matfree.NormalOperator(source, hermite, time_scheme=self.time_scheme,
+                                    quadrature_points=self.quadrature_points)
+        gamma = None if self.estimate_beta else 1.0 / float(self.beta)
+        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=self.cg_tol)
+        ne = op.rhs
+        self.beta_identifiability_ = None
+        if self.estimate_beta:
+            self.beta_identifiability_ = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
+            self._check_beta(gamma)
+        coef = hermite.remove_mean(theta)
+        b = ne.xtg + gamma * ne.xtc
+        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        flat = coef.ravel()
+        r2 = max(flat @ op.matvec(flat) + 2 * flat @ b + hh, 0.0)
+        self.coef_, self.beta_, self.hermite_, self.grid_ = coef, 1.0 / gamma, hermite, source.grid
+        self.ridge_ = float(lam)
+        self.gcv_ = None
+        self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
+        self.normal_equations_ = None
+        self.solver_ = "matrix-free"
+        self.cg_info_ = info
+        self.settings_ = {
+            "estimator": "density",
+            "hermite_elements": ",".join(map(str, hermite.elements)),
+            "fe_elements": ",".join(map(str, source.grid.elements)),
+            "ridge_relative": float(ridge),
+            "ridge_selection": "fixed",
+            "ridge_absolute": float(lam),
+            "time_scheme": self.time_scheme,
+            "quadrature_points": int(self.quadrature_points),
+            "beta_estimated": int(bool(self.estimate_beta)),
+            "normalize": int(bool(self.normalize)),
+            "solver": "matrix-free",
+            "cg_iterations": int(sum(info["iterations"])),
+            "fpirl_version": _version,
+        }
+        return self
+
+    def _check_beta(self, gamma):
+        if not gamma > 0:
+            raise FpirlInputError(
+                f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
+                "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
+            )
+        if self.beta_identifiability_ < 1e-6:
+            warnings.warn(
+                "beta is poorly identified by these data (they may start near equilibrium); "
+                "consider fixing beta", RuntimeWarning, stacklevel=3,
+            )
 
     # ------------------------------------------------------------------------------------
     def _check_fitted(self):
