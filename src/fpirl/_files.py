@@ -217,7 +217,8 @@ def data_kind(path) -> str:
     )
 
 
-def _check_readable(path: Path) -> None:
+def check_readable(path: Path) -> None:
+    """One-line error unless ``path`` is an existing, readable file."""
     if not path.exists():
         raise FpirlInputError(f"no such file: {str(path)!r}")
     if path.is_dir():
@@ -227,7 +228,7 @@ def _check_readable(path: Path) -> None:
 
 
 def _open_netcdf(path: Path) -> xr.Dataset:
-    _check_readable(path)
+    check_readable(path)
     try:
         with xr.open_dataset(path) as ds:
             return ds.load()

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..hermite import HermiteSpace
 from ..mdp import DEFAULT_GAMMA
-from .experiment import ExperimentSpec, boltzmann_initial_density, run_experiment
+from .experiment import ExperimentSpec, run_experiment
 
 __all__ = [
     "GRIDWORLD_BETA",
@@ -226,25 +226,10 @@ def gridworld_spec(quick: bool = False, solver_points: int | None = None) -> Exp
     hermite, coef = gridworld_truth()
     if solver_points is None:
         solver_points = GRIDWORLD_QUICK_SOLVER_POINTS if quick else GRIDWORLD_SOLVER_POINTS
-    initial = boltzmann_initial_density(hermite, coef, GRIDWORLD_BETA, GRIDWORLD_ROLES)
-    return ExperimentSpec(
-        name="gridworld",
-        title="Synthetic Grid World (paper section 5.1)",
-        lower=GRIDWORLD_LOWER,
-        upper=GRIDWORLD_UPPER,
-        names=GRIDWORLD_NAMES,
-        roles=GRIDWORLD_ROLES,
-        boundary="periodic",
-        hermite=hermite,
-        coef=coef,
-        beta=GRIDWORLD_BETA,
-        dt=GRIDWORLD_DT,
-        steps=GRIDWORLD_STEPS,
-        initial=initial,
-        initial_description="p0(s, a) = rho0(s) pi_GT(a|s), rho0 = 1/|S| uniform",
-        hermite_elements=GRIDWORLD_HERMITE_ELEMENTS,
-        gamma=DEFAULT_GAMMA,
-        solver_points=solver_points,
+    return ExperimentSpec.with_boltzmann_start(
+        hermite=hermite, coef=coef, beta=GRIDWORLD_BETA, names=GRIDWORLD_NAMES, roles=GRIDWORLD_ROLES,
+        name="gridworld", title="Synthetic Grid World (paper section 5.1)", dt=GRIDWORLD_DT, steps=GRIDWORLD_STEPS,
+        hermite_elements=GRIDWORLD_HERMITE_ELEMENTS, gamma=DEFAULT_GAMMA, solver_points=solver_points,
         description=(
             "psi_GT = periodic cubic Hermite interpolant (4 elements per axis) of "
             "f(s,a) = (1+cos(pi s1))(1+sin(pi s2))/4 + 0.5[(1-cos(pi(a1-m1)))/2 + (1-cos(pi(a2-m2)))/2], "

@@ -168,7 +168,7 @@ def mountain_car_spec(qfit: QFit, beta: float = MC_BETA, dt: float = MC_DT, step
     rho_0(s) pi_GT(a|s)`` with uniform ``rho_0`` (the paper's uniform start, section 5.1),
     inference in the same Hermite space with ``beta`` fixed.
     """
-    from .experiment import ExperimentSpec, boltzmann_initial_density
+    from .experiment import ExperimentSpec
 
     hermite = qfit.hermite
     coords = [np.linspace(-1.0, 1.0, 41)] * 3
@@ -179,24 +179,10 @@ def mountain_car_spec(qfit: QFit, beta: float = MC_BETA, dt: float = MC_DT, step
     spread = np.percentile(qa.max(axis=2) - qa.min(axis=2), MC_ACTION_CONTRAST_PERCENTILE)
     c_a = float(action_contrast) / (float(beta) * float(spread))
     coef = -(c_s * hermite.remove_mean(q_state) + c_a * q_action)
-    initial = boltzmann_initial_density(hermite, coef, beta, MC_ROLES)
-    return ExperimentSpec(
-        name="mountaincar",
-        title="Modified Mountain Car (paper section 5.2)",
-        lower=NORMALISED_LOWER,
-        upper=NORMALISED_UPPER,
-        names=MC_NAMES,
-        roles=MC_ROLES,
-        boundary="periodic",
-        hermite=hermite,
-        coef=coef,
-        beta=float(beta),
-        dt=float(dt),
-        steps=int(steps),
-        initial=initial,
-        initial_description="p0(s, a) = rho0(s) pi_GT(a|s), rho0 uniform on the normalised state box",
-        hermite_elements=tuple(hermite.elements),
-        solver_points=solver_points,
+    return ExperimentSpec.with_boltzmann_start(
+        hermite=hermite, coef=coef, beta=beta, names=MC_NAMES, roles=MC_ROLES, name="mountaincar",
+        title="Modified Mountain Car (paper section 5.2)", dt=float(dt), steps=int(steps),
+        hermite_elements=tuple(hermite.elements), solver_points=solver_points,
         description=description or (
             f"psi_GT = -({c_s:.4g} (Q_s - mean) + {c_a:.4g} Q_a), Q_s(s) = force mean and Q_a = Q_fit - Q_s of "
             "Q_fit = least-squares fit of the soft-optimal Q of MountainCarContinuous-v0 onto the periodic Hermite "

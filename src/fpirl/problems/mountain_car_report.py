@@ -21,6 +21,7 @@ from .mountain_car import (MAX_POSITION, MAX_SPEED, MC_ACTION_CONTRAST, MC_ELEME
                            MC_PSI_RANGE, MC_QUICK_ELEMENTS, MC_QUICK_SOFTQ, MC_QUICK_SOLVER_POINTS,
                            MC_RESOLUTION_CHECK, MC_SOFTQ, MC_SOLVER_POINTS, MIN_POSITION, fit_q_hermite,
                            mountain_car_spec)
+from .experiment._report import markdown_table
 from .mountain_car_rl import load_or_solve_mountain_car, rollout_gymnasium
 
 __all__ = ["run_mountaincar"]
@@ -185,10 +186,9 @@ def _report_section(info: dict, summary: dict) -> str:
              "boundaries between regions needing one more swing) and the periodic basis identifies x = -1.2 with "
              "x = 0.6, v = -0.07 with v = 0.07 and a = -1 with a = +1; the error falls slowly with the resolution:")
     L.append("")
-    L.append("| Hermite elements | relative RMS error | max error |")
-    L.append("|---|---:|---:|")
-    for r in fit["table"]:
-        L.append(f"| {r['hermite_elements']} | {100 * r['relative_error']:.1f}% | {r['max_error']:.3g} |")
+    L += markdown_table(["Hermite elements", "relative RMS error", "max error"],
+                        [[r["hermite_elements"], f"{100 * r['relative_error']:.1f}%", f"{r['max_error']:.3g}"]
+                         for r in fit["table"]])
     L.append("")
     kl = info["kl_reference"]
     pc = info["policy_contrast"]
@@ -206,12 +206,10 @@ def _report_section(info: dict, summary: dict) -> str:
     L.append("**Potential and policy.** Per grid, fit on FP data: the relative L2 error of psi next to the per-state "
              "policy KL, KL(pi_GT(.|s) || pi_hat(.|s)) averaged over the states (and its maximum):")
     L.append("")
-    L.append("| N | psi rel. error | d psi/ds rel. error | policy KL mean | policy KL max |")
-    L.append("|---|---:|---:|---:|---:|")
-    for n in Ns:
-        m = per[n]["fp"]
-        L.append(f"| {n} | {100 * m['psi_relative_error']:.2f}% | {100 * m['grad_relative_error']:.2f}% | "
-                 f"{m['policy_kl_mean']:.3g} | {m['policy_kl_max']:.3g} |")
+    L += markdown_table(["N", "psi rel. error", "d psi/ds rel. error", "policy KL mean", "policy KL max"],
+                        [[n, f"{100 * m['psi_relative_error']:.2f}%", f"{100 * m['grad_relative_error']:.2f}%",
+                          f"{m['policy_kl_mean']:.3g}", f"{m['policy_kl_max']:.3g}"]
+                         for n, m in ((n, per[n]["fp"]) for n in Ns)])
     L.append("")
     L.append(f"Mountain Car wall time (soft Q, validation, fit, experiment): {info['seconds_total']:.1f} s.")
     L.append("")

@@ -81,6 +81,12 @@ def _figures(spec: ExperimentSpec, outdir: Path, N: int, truth: _Truth, fit: Fit
     return {k: Path(v).name for k, v in files.items()}
 
 
+def markdown_table(header, rows) -> list[str]:
+    """Lines of a markdown table: ``header`` (column titles) and ``rows`` (cells as text)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+
+
 def _fmt(x, pct=False) -> str:
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "n/a"
@@ -142,26 +148,25 @@ def _report(spec: ExperimentSpec, summary: dict) -> str:
     L.append(f"* Cache: `{data['cache_dir']}`; hits this run: {data['cache_hits']} of {data['cache_lookups']}.")
     L.append("")
     L.append("## Results\n")
-    hdr = ("| N | data | psi error | psi rel. | dpsi/ds error | dpsi/ds rel. | residual | max_t KL(p_t‖q_t) | "
-           "KL(p_T‖p_0) | ratio | policy KL mean | policy KL max | reward rel. err | fit s |")
-    L.append(hdr)
-    L.append("|" + "---|" * (hdr.count("|") - 1))
+    rows = []
     for n in Ns:
         for kind, label in (("fp", "FP PDE"), ("mdp", "MDP map")):
             m = per[n][kind]
-            L.append(f"| {n} | {label} | {_fmt(m['psi_error'])} | {_fmt(m['psi_relative_error'], True)} | "
-                     f"{_fmt(m['grad_error'])} | {_fmt(m['grad_relative_error'], True)} | {_fmt(m['residual'])} | "
-                     f"{_fmt(m['kl_max'])} | {_fmt(m['kl_reference'])} | {_fmt(m['kl_ratio'], True)} | "
-                     f"{_fmt(m['policy_kl_mean'])} | {_fmt(m['policy_kl_max'])} | "
-                     f"{_fmt(m['reward_relative_error'], True)} | {m['fit_seconds']:.1f} |")
+            rows.append([n, label, _fmt(m["psi_error"]), _fmt(m["psi_relative_error"], True), _fmt(m["grad_error"]),
+                         _fmt(m["grad_relative_error"], True), _fmt(m["residual"]), _fmt(m["kl_max"]),
+                         _fmt(m["kl_reference"]), _fmt(m["kl_ratio"], True), _fmt(m["policy_kl_mean"]),
+                         _fmt(m["policy_kl_max"]), _fmt(m["reward_relative_error"], True), f"{m['fit_seconds']:.1f}"])
+    L += markdown_table(["N", "data", "psi error", "psi rel.", "dpsi/ds error", "dpsi/ds rel.", "residual",
+                         "max_t KL(p_t‖q_t)", "KL(p_T‖p_0)", "ratio", "policy KL mean", "policy KL max",
+                         "reward rel. err", "fit s"], rows)
     L.append("")
     sl = summary["slopes"]
     fr = sl["fit_range"]
-    L.append(f"Least-squares slopes of log(error) vs log(N) over N = {', '.join(map(str, fr))} (grids with at least "
-             f"as many FE nodes as Hermite coefficients): FP data psi {_fmt(sl['fp_psi'])}, d psi/d s "
-             f"{_fmt(sl['fp_grad'])}; MDP-map data psi {_fmt(sl['mdp_psi'])}, d psi/d s {_fmt(sl['mdp_grad'])}. "
-             f"Over all N: FP psi {_fmt(sl['fp_psi_all_N'])}, d psi/d s {_fmt(sl['fp_grad_all_N'])}; MDP-map psi "
-             f"{_fmt(sl['mdp_psi_all_N'])}, d psi/d s {_fmt(sl['mdp_grad_all_N'])}.")
+    L.append(f"Least-squares slopes of log(error) against log(N); fit range N = {', '.join(map(str, fr))} (the grids "
+             "with at least as many FE nodes as Hermite coefficients):\n")
+    L += markdown_table(["data", "psi (fit range)", "d psi/d s (fit range)", "psi (all N)", "d psi/d s (all N)"],
+                        [[label] + [_fmt(sl[f"{kind}_{q}{tail}"]) for tail in ("", "_all_N") for q in ("psi", "grad")]
+                         for kind, label in (("fp", "FP PDE"), ("mdp", "MDP map"))])
     L.append("")
     n_last = Ns[-1]
     curve = summary["kl_curve_fp"]
@@ -179,10 +184,9 @@ def _report(spec: ExperimentSpec, summary: dict) -> str:
     mdp_rel = [per[n]["mdp"]["psi_relative_error"] for n in Ns]
     fp_rel = [per[n]["fp"]["psi_relative_error"] for n in Ns]
     diff = [per[n]["mdp_fp_difference"] for n in Ns]
-    L.append("| N | psi rel. error, FP data | psi rel. error, MDP-map data | ‖psi_MDP − psi_FP‖ / std(psi_GT) |")
-    L.append("|---|---|---|---|")
-    for n, a, b, c in zip(Ns, fp_rel, mdp_rel, diff):
-        L.append(f"| {n} | {_fmt(a, True)} | {_fmt(b, True)} | {_fmt(c, True)} |")
+    L += markdown_table(["N", "psi rel. error, FP data", "psi rel. error, MDP-map data",
+                         "‖psi_MDP − psi_FP‖ / std(psi_GT)"],
+                        [[n, _fmt(a, True), _fmt(b, True), _fmt(c, True)] for n, a, b, c in zip(Ns, fp_rel, mdp_rel, diff)])
     L.append("")
     L.append(f"The fit on FP data converges to psi_GT, so the distance between the two fits estimates the limit of the "
              f"MDP-map fit as N grows: the error floor of MDP-map data is about {_fmt(diff[-1], True)} of std(psi_GT) "
@@ -199,9 +203,7 @@ def _report(spec: ExperimentSpec, summary: dict) -> str:
     L.append("")
     L.append("## Timings\n")
     tm = summary["timings"]
-    L.append("| stage | seconds |\n|---|---|")
-    for k, v in tm.items():
-        L.append(f"| {k} | {v:.1f} |")
+    L += markdown_table(["stage", "seconds"], [[k, f"{v:.1f}"] for k, v in tm.items()])
     L.append("")
     L.append("## Figures\n")
     for k, f in summary["figures"].items():

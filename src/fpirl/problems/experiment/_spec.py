@@ -105,6 +105,22 @@ class ExperimentSpec:
         if self.hermite.periodic != (self.boundary == "periodic"):
             raise FpirlInputError("the ground-truth Hermite space must be periodic iff the box is")
 
+    @classmethod
+    def with_boltzmann_start(cls, *, hermite: HermiteSpace, coef, beta: float, names: Sequence[str],
+                             roles: Sequence[str], **kwargs) -> "ExperimentSpec":
+        """A spec on the box of ``hermite`` (periodic iff it is) that starts from
+        ``p_0(s, a) = rho_0(s) pi_GT(a|s)``, uniform ``rho_0`` and the Boltzmann policy of ``psi_GT``
+        (:func:`~fpirl.problems.experiment.boltzmann_initial_density`; the paper's start). Other
+        fields as keywords."""
+        from ._data import boltzmann_initial_density
+
+        return cls(lower=tuple(ax.lower for ax in hermite.axes), upper=tuple(ax.upper for ax in hermite.axes),
+                   names=names, roles=roles, boundary="periodic" if hermite.periodic else "reflecting",
+                   hermite=hermite, coef=coef, beta=float(beta),
+                   initial=boltzmann_initial_density(hermite, coef, beta, roles),
+                   initial_description="p0(s, a) = rho0(s) pi_GT(a|s), rho0 = 1/|S| uniform on the state box",
+                   **kwargs)
+
     # --- derived --------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
