@@ -150,16 +150,11 @@ def _bad_inputs(tmp_path, valid_data):
     }
 
 
-def test_bad_inputs_in_process(valid_data, tmp_path, capsys):
+def test_bad_inputs_in_process(valid_data, tmp_path, cli):
     cases = _bad_inputs(tmp_path, valid_data)
     before = sorted(os.listdir(tmp_path))
     for label, (argv, words) in cases.items():
-        rc = main(argv)
-        err = capsys.readouterr().err.strip()
-        assert rc == 2, (label, err)
-        assert len(err.splitlines()) == 1 and err.startswith("fpirl: error: "), (label, err)
-        for w in words:
-            assert w.lower() in err.lower(), (label, err)
+        cli.assert_input_error(cli(*argv), *words)
     assert sorted(os.listdir(tmp_path)) == before  # no result, no temp file
 
 
