@@ -40,6 +40,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg.blas import dgemm
 from tqdm.auto import tqdm
 
 from ._errors import FpirlInputError
@@ -196,6 +197,13 @@ def _nonzero_rows(v: dict) -> np.ndarray:
     return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
 
 
+def _gemm_add(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out += a @ b`` in place (BLAS ``beta = 1``, no temporary), for C-contiguous operands."""
+    res = dgemm(1.0, b.T, a.T, beta=1.0, c=out.T, overwrite_c=True)
+    if not np.shares_memory(res, out):  # pragma: no cover - BLAS could not work in place
+        out += res.T
+
+
 def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
     """``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` using ``A = A^T``.
 
@@ -214,9 +222,10 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     ndarray, shape ``(n_dofs_1**2, ..., n_dofs_d**2)``
         ``X`` (not yet symmetrised) at the pair indices ``i_b * n_dofs_b + i'_b`` per axis.
     """
-    d = S.ndim
+    d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
-    t0, tf, td = S.reshape(S.shape[0], -1), None, None
+    t0, tf, td = S.reshape(shape[0], -1), None, None
+    del S  # with the caller's reference gone, the moment is freed after the first axis
     for b in range(d):
         v = {k: m[rows[b]] for k, m in vtables[b].items()}
         r, last = rows[b].size, b == d - 1
@@ -224,17 +233,17 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
         y = np.vstack([0.5 * v[(1, 1)]] + ([] if last else [v[(1, 0)], v[(0, 0)]])) @ t0
         del t0
         if tf is not None:
-            y[: (1 if last else 2) * r] += np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])) @ tf
+            _gemm_add(np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])), tf, y[: (1 if last else 2) * r])
         del tf
         if td is not None:
-            y[:r] += v[(0, 0)] @ td
+            _gemm_add(v[(0, 0)], td, y[:r])
         del td
         outs = [np.ascontiguousarray(y[i * r : (i + 1) * r].T) for i in range(len(y) // r)]  # pair index last
         del y
         if last:
             td = outs[0]
         else:
-            nxt = S.shape[b + 1]
+            nxt = shape[b + 1]
             td, tf, t0 = (o.reshape(nxt, -1) for o in outs)
         del outs
         if progress is not None:
@@ -382,10 +391,8 @@ def assemble_normal_equations(
     with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar:
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, tables, time_scheme)
         bar.update(1)
-        S = _second_moment(pbar, grid.periodic)
         bar.update(1)
-        X = normal_matrix_contraction(S, [tb.v for tb in tables], bar)
-        del S
+        X = normal_matrix_contraction(_second_moment(pbar, grid.periodic), [tb.v for tb in tables], bar)
         # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
         X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
         X = X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(hermite.n_coef, hermite.n_coef)

@@ -243,16 +243,20 @@ class PotentialEstimator:
         P = hermite.h1_seminorm_matrix()
         m = hermite.mean_functional().ravel()
         ratio = np.trace(A) / np.trace(P)
-        constraint = scale * np.outer(m, m)
 
         def solve(lam):
-            M = A + lam * P + constraint
+            """``theta, gamma, schur``; one Cholesky factorisation of ``M = A + lam P + scale m m^T``
+            serves both right-hand sides of the bordered system (Schur complement for ``1/beta``)."""
+            M = P * lam
+            M += A
+            M += scale * np.outer(m, m)
             if not self.estimate_beta:
                 gamma = 1.0 / float(self.beta)
-                return _solve_spd(M, -(ne.xtg + gamma * ne.xtc)), gamma, M
-            K = np.block([[M, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]])
-            sol = _solve_spd(K, -np.concatenate([ne.xtg, [ne.gc]]))
-            return sol[:-1], float(sol[-1]), M
+                return _solve_spd(M, -(ne.xtg + gamma * ne.xtc)), gamma, None
+            y1, y2 = _solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
+            schur = ne.cc - float(ne.xtc @ y2)
+            gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")
+            return -(y1 + gamma * y2), float(gamma), schur
 
         self.gcv_ = None
         if ridge == "gcv":
@@ -261,10 +265,9 @@ class PotentialEstimator:
             hh0 = ne.gg + 2 * gamma0 * ne.gc + gamma0**2 * ne.cc
             ridge, self.gcv_ = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
-        theta, gamma, M = solve(lam)
+        theta, gamma, schur = solve(lam)
         self.beta_identifiability_ = None
         if self.estimate_beta:
-            schur = ne.cc - ne.xtc @ _solve_spd(M, ne.xtc)
             self.beta_identifiability_ = float(schur / ne.cc) if ne.cc > 0 else 0.0
             self._check_beta(gamma)
         coef = hermite.remove_mean(theta)
