@@ -37,8 +37,8 @@ def set_figure(path: Path, name: str, grid, maps: dict, observed, simulated, uni
            r"$F(s) = -\beta^{-1}\log\int e^{-\beta\psi(s,a)}da$", "viridis", S)
     if "mean_velocity" in maps:
         speed = np.hypot(*maps["mean_velocity"])
-        _image(fig, ax[1], grid, speed, "mean velocity of the policy "
-               rf"$E_\pi[a|s]$ (arrows; colour: its length, max {speed.max():.3g})", "Greys", S)
+        _image(fig, ax[1], grid, speed, "policy mean velocity $E_\\pi[a|s]$\n"
+               f"(arrows; colour: its length, max {speed.max():.3g})", "Greys", S)
         xs, ys = (grid.axes[i].nodes for i in S)
         step = max(1, len(xs) // 12)
         X, Y = np.meshgrid(xs[::step], ys[::step], indexing="ij")
