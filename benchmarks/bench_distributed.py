@@ -6,6 +6,9 @@ Run:  .venv/bin/python benchmarks/bench_distributed.py [--quick]
   fresh process that (a) streams the normal equations chunk by chunk
   (:func:`fpirl.distributed.stream_normal_equations`) or (b) reads the whole file and assembles in
   one piece (``read_density`` + ``PotentialEstimator.fit``). Chunks of 64 snapshots.
+* tracks: Parquet tables (2-D periodic random walks, 200 steps per track, row groups of 10^5
+  rows) with 10^6 and 10^7 rows; peak RSS of streaming the row groups
+  (:func:`fpirl.distributed.stream_increments_parquet`) vs ``read_tracks`` + one assembly.
 * speed-up: the chunked assembly of a 3-D 40^3 data set, 4 Hermite elements per axis, on a
   ``distributed.LocalCluster`` of 1 and of 2 single-threaded worker processes (cluster start-up
   excluded; the time of the same assembly in this process is given for reference).
@@ -70,6 +73,60 @@ def memory(quick):
     return rows
 
 
+def make_parquet(path, n_rows):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    steps = 200
+    n_tracks = n_rows // steps
+    for start in range(0, n_tracks, 500):  # written in slices: the writer stays small
+        m = min(500, n_tracks - start)
+        x = (np.cumsum(rng.normal(0, 0.05, (m, steps, 2)), axis=1) % 2 - 1).reshape(-1, 2)
+        table = pa.table({"id": np.repeat(np.arange(start, start + m), steps), "t": np.tile(0.01 * np.arange(steps), m),
+                          "x": x[:, 0], "y": x[:, 1]})
+        if start == 0:
+            writer = pq.ParquetWriter(path, table.schema)
+        writer.write_table(table, row_group_size=100_000)
+    writer.close()
+
+
+def child_tracks(mode, path):
+    from fpirl.hermite import HermiteSpace
+
+    space = HermiteSpace([-1, -1], [1, 1], 4, True)
+    t0 = time.perf_counter()
+    if mode == "stream":
+        from fpirl.distributed import stream_increments_parquet
+
+        stream_increments_parquet(path, track="id", time="t", state=["x", "y"], space=space, dt=0.01)
+    else:
+        from fpirl.estimators._assembly import assemble_increments
+        from fpirl.tracks_io import read_tracks
+
+        tracks = read_tracks(path, track="id", time="t", state="x,y", boundary="periodic", bounds=[(-1, 1), (-1, 1)])
+        i0, i1 = tracks.pairs()
+        dx = tracks.values[i1] - tracks.values[i0]
+        dx -= 2 * np.round(dx / 2)
+        assemble_increments(space, tracks.values[i0], dx / tracks.dt, [0, 1])
+    wall = time.perf_counter() - t0
+    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "wall_s": wall}))
+
+
+def tracks_memory(quick):
+    sizes = (200_000, 2_000_000) if quick else (1_000_000, 10_000_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            path = os.path.join(tmp, f"t{n}.parquet")
+            subprocess.run([sys.executable, __file__, "--make-tracks", path, str(n)], check=True)
+            mb = os.path.getsize(path) / 2**20
+            for mode in ("stream", "in-memory"):
+                out = subprocess.run([sys.executable, __file__, "--child-tracks", mode, path], capture_output=True,
+                                     text=True, check=True)
+                res = json.loads(out.stdout.strip().splitlines()[-1])
+                print((n, round(mb, 1), mode, round(res["peak_rss_mb"]), round(res["wall_s"], 2)), flush=True)
+
+
 def speedup(quick):
     from fpirl.density import DensitySnapshots
     from fpirl.distributed import accumulate_normal_equations, dask_client
@@ -99,6 +156,12 @@ def speedup(quick):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--make-tracks":
+        make_parquet(sys.argv[2], int(sys.argv[3]))
+        sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--child-tracks":
+        child_tracks(sys.argv[2], sys.argv[3])
+        sys.exit(0)
     if len(sys.argv) == 4 and sys.argv[1] == "--make":
         make_file(sys.argv[2], int(sys.argv[3]))
         sys.exit(0)
@@ -107,13 +170,16 @@ if __name__ == "__main__":
         sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", choices=("memory", "speedup"))
+    ap.add_argument("--only", choices=("memory", "tracks", "speedup"))
     args = ap.parse_args()
     print("load average:", os.getloadavg())
-    if args.only != "speedup":
+    if args.only in (None, "memory"):
         print("snapshots, file MiB, mode, peak RSS MiB, wall s")
         memory(args.quick)
-    if args.only != "memory":
+    if args.only in (None, "tracks"):
+        print("track rows, file MiB, mode, peak RSS MiB, wall s")
+        tracks_memory(args.quick)
+    if args.only in (None, "speedup"):
         print("assembly wall time (s)")
         speedup(args.quick)
     print("load average:", os.getloadavg())

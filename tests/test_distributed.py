@@ -144,3 +144,31 @@ def test_cv_candidates_as_tasks_equal_direct_assembly(rng):
         assert len(systems) == 3
         for s, r in zip(systems, ref):
             np.testing.assert_array_equal(s.A, r.A)
+
+
+def test_parquet_row_groups_stream_the_same_transitions(tmp_path, rng):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from fpirl.distributed import stream_increments_parquet
+    from fpirl.tracks_io import read_tracks
+
+    n_tracks, steps, dt = 7, 30, 0.1
+    ids = np.repeat(np.arange(n_tracks), steps)
+    t = np.tile(dt * np.arange(steps), n_tracks)
+    x = np.cumsum(rng.normal(0, 0.1, (n_tracks * steps, 2)), axis=0) % 2 - 1  # sorted by track, then time
+    keep = np.ones(ids.size, bool)
+    keep[[40, 41, 100]] = False  # missing frames split tracks
+    table = pa.table({"id": ids[keep], "t": t[keep], "x": x[keep, 0], "y": x[keep, 1]})
+    path = tmp_path / "tracks.parquet"
+    pq.write_table(table, path, row_group_size=23)  # groups cut through tracks
+    assert pq.ParquetFile(path).num_row_groups > 5
+    tracks = read_tracks(path, track="id", time="t", state="x,y", boundary="periodic", bounds=[(-1, 1), (-1, 1)])
+    space = HermiteSpace([-1, -1], [1, 1], 3, True)
+    i0, i1 = tracks.pairs()
+    dx = tracks.values[i1] - tracks.values[i0]
+    dx -= 2 * np.round(dx / 2)
+    ref = assemble_increments(space, tracks.values[i0], dx / tracks.dt, [0, 1])[0]
+    got = stream_increments_parquet(path, track="id", time="t", state=["x", "y"], space=space, dt=tracks.dt)
+    assert got.n_transitions == ref.n_transitions == len(i0)
+    assert _rel(got.A, ref.A) < 1e-12 and _rel(got.b, ref.b) < 1e-12

@@ -286,3 +286,78 @@ def candidate_fold_systems(lower, upper, periodic, points, velocity, drift_axes,
     return run_tasks(_fold_task, list(candidates), scheduler=scheduler, n_jobs=n_jobs, progress=progress,
                      desc="CV candidates", shared=(lower, upper, periodic, points, velocity, list(drift_axes),
                                                    fold_of_row, n_folds, row_weights))
+
+
+# --------------------------------------------------------------------------------------------
+# track tables from Parquet row groups
+# --------------------------------------------------------------------------------------------
+def _parquet_rows(path, group: int, columns):
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path).read_row_group(group, columns=columns)
+    return [table.column(c).to_numpy(zero_copy_only=False) for c in columns]
+
+
+def _parquet_group_task(group, path, track, time, state, space, drift_axes, dt, tol):
+    """Increments system of the transitions that end in row group ``group`` (the last row of the
+    previous group is read too, so a track crossing the boundary loses nothing)."""
+    from .estimators._assembly import assemble_increments
+
+    cols = [track, time, *state]
+    ids, t, *xs = _parquet_rows(path, group, cols)
+    if group > 0:
+        pid, pt, *pxs = _parquet_rows(path, group - 1, cols)
+        ids = np.concatenate([pid[-1:], ids])
+        t = np.concatenate([pt[-1:], np.asarray(t, dtype=float)])
+        xs = [np.concatenate([p[-1:], np.asarray(x, dtype=float)]) for p, x in zip(pxs, xs)]
+    t = np.asarray(t, dtype=float)
+    x = np.stack([np.asarray(c, dtype=float) for c in xs], axis=1)
+    same = ids[1:] == ids[:-1]
+    runs = ids[np.concatenate([[True], ~same])]
+    if len(np.unique(runs)) != len(runs):
+        raise FpirlInputError(f"{str(path)!r}, row group {group}: rows of a track are not contiguous; streaming "
+                              "needs the table sorted by track, then time")
+    if np.any(same & (np.diff(t) <= 0)):
+        raise FpirlInputError(f"{str(path)!r}, row group {group}: time does not increase within a track")
+    lower = np.array([ax.lower for ax in space.axes])
+    upper = np.array([ax.upper for ax in space.axes])
+    inside = np.all((x >= lower) & (x <= upper), axis=1) & np.all(np.isfinite(x), axis=1)
+    ok = same & (np.abs(np.diff(t) - dt) <= tol * dt) & inside[1:] & inside[:-1]
+    i = np.flatnonzero(ok)
+    dx = x[i + 1] - x[i]
+    if space.periodic:
+        dx -= (upper - lower) * np.round(dx / (upper - lower))
+    return assemble_increments(space, x[i], dx[:, drift_axes] / dt, drift_axes)[0]
+
+
+def stream_increments_parquet(path, *, track: str, time: str, state, space, dt: float, drift_axes=None,
+                              time_tolerance: float = 0.01, scheduler=None, n_jobs=None, progress=False):
+    r"""Normal equations of the increments regression, streamed from the row groups of a Parquet table.
+
+    For tables larger than memory: one task per row group reads only that group's columns (and
+    the last row of the previous group), forms the transitions ``x_k -> x_{k+1}`` between
+    consecutive rows of one track that are ``dt`` apart (within ``time_tolerance``) and inside the
+    box of ``space``, and assembles :func:`fpirl.estimators._assembly.assemble_increments`; the
+    systems are added. The table must be sorted by track, then time (checked within each group).
+    This is the same set of transitions as :meth:`fpirl.tracks.TrackTable.pairs` of the table read
+    with :func:`fpirl.tracks_io.read_tracks` with the box of ``space`` and state columns only (no
+    velocity actions). Solve with :func:`fpirl.estimators.selection.solve_increments`.
+
+    Returns
+    -------
+    IncrementSystem
+    """
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - the test extra installs pyarrow
+        raise FpirlInputError("reading Parquet files needs pyarrow: pip install 'fpirl[parquet]'") from None
+    state = [state] if isinstance(state, str) else list(state)
+    if len(state) != space.ndim:
+        raise FpirlInputError(f"{len(state)} state columns for a {space.ndim}-D Hermite space")
+    drift_axes = list(range(space.ndim)) if drift_axes is None else list(drift_axes)
+    if not (np.isfinite(dt) and dt > 0):
+        raise FpirlInputError(f"dt must be positive, got {dt}")
+    n_groups = pq.ParquetFile(path).num_row_groups
+    return run_tasks(_parquet_group_task, range(n_groups), scheduler=scheduler, n_jobs=n_jobs, progress=progress,
+                     desc="row groups", shared=(str(path), track, time, state, space, drift_axes, float(dt),
+                                                float(time_tolerance)), reduce=_add_systems)
