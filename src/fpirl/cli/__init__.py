@@ -42,7 +42,10 @@ SUBCOMMANDS = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands=None) -> argparse.ArgumentParser:
+    """The ``fpirl`` parser. ``commands``: the subcommands whose options are added (default all);
+    the others are listed with their one-line help only, so ``fpirl --help`` and usage errors do
+    not import what the options of every subcommand need."""
     from .. import __version__
 
     parser = _Parser(
@@ -58,9 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                        help="show full tracebacks on errors")
-        add_arguments(p)
+        if commands is None or name in commands:
+            add_arguments(p)
         p.set_defaults(func=run)
     return parser
+
+
+def _requested_command(argv) -> list[str]:
+    """The subcommand named on the command line (the first argument that is one), as a list."""
+    names = {name for name, *_ in SUBCOMMANDS}
+    return [a for a in argv if not a.startswith("-")][:1] if any(a in names for a in argv) else []
 
 
 def _warning_one_line(message, category, filename, lineno, line=None):
@@ -75,7 +85,7 @@ def main(argv=None) -> int:
     """Entry point of the ``fpirl`` console script; returns the exit code."""
     argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))  # --bounds -1:1,... as typed
     debug = "--debug" in argv
-    parser = build_parser()
+    parser = build_parser(_requested_command(argv))
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
