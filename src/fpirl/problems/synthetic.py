@@ -11,6 +11,7 @@ from ..density import DensitySnapshots
 from ..forward import FiniteVolumeSolver, SpectralSolver, von_mises_bump
 from ..grid import Grid
 from ..hermite import HermiteSpace
+from ..metrics import gradient_l2_error, relative_l2_error
 
 
 def smooth_function(d, periodic):
@@ -70,11 +71,9 @@ class Problem:
         coords = [x] * self.d
         true = self.hermite.evaluate_grid(self.coef, coords)
         fit = est.hermite_.evaluate_grid(est.coef_, coords)
-        e_psi = np.sqrt(np.mean(((fit - fit.mean()) - (true - true.mean())) ** 2)) / true.std()
         gt = self.hermite.gradient_grid(self.coef, coords)
         gf = est.hermite_.gradient_grid(est.coef_, coords)
-        e_grad = np.sqrt(np.mean((gf - gt) ** 2)) / np.sqrt(np.mean(gt**2))
-        return e_psi, e_grad
+        return (relative_l2_error(fit, true, subtract_mean=True), gradient_l2_error(gf, gt, relative=True))
 
 
 def random_periodic_potential(grid: Grid, rng, n_modes: int = 3, amp: float = 1.0):
