@@ -127,7 +127,10 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
     if n_jobs is not None and n_jobs > 1 and len(items) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=int(n_jobs)) as pool:
+        import multiprocessing
+
+        # forkserver: no fork of a process that may run threads (BLAS, tqdm, an in-process Dask cluster)
+        with ProcessPoolExecutor(max_workers=int(n_jobs), mp_context=multiprocessing.get_context("forkserver")) as pool:
             results = (f.result() for f in [pool.submit(fn, item, *shared) for item in items])
             return _collect(tqdm(results, total=len(items), desc=desc, disable=not progress, leave=False), reduce)
     results = (fn(item, *shared) for item in items)
