@@ -139,8 +139,10 @@ def _fig_bars(rows: list[dict], key_case: str, outdir: Path, name: str, title: s
         labels = [f"{r['tool'].split(' (')[0]}\n{r['settings'][:38]}" for r in rr]
         ax.barh(range(len(rr)), vals, color=["C0" if r["tool"].startswith("fpirl") else "C1" for r in rr])
         ax.set_yticks(range(len(rr)), labels, fontsize=6)
-        ax.set_xscale("log")
-        ax.set_xlabel("relative L2 drift error [%] (log)")
+        for k, v in enumerate(vals):
+            ax.text(v, k, f" {v:.1f}%", va="center", fontsize=6)
+        ax.set_xlim(0, 1.2 * max(vals))
+        ax.set_xlabel("relative L2 drift error [%]")
         ax.set_title(f"{title}: {case}", fontsize=9)
         ax.invert_yaxis()
     return _save(fig, outdir / name)
