@@ -85,7 +85,7 @@ def test_density_interval_calibrated_under_multiplicative_noise(problem1d):
     rng = np.random.default_rng(0)
     cover = []
     for _ in range(N_SETS):
-        est = PotentialEstimator(hermite_elements=3, beta=problem1d.beta).fit(_noisy(base, 0.2, rng))
+        est = PotentialEstimator(hermite_elements=3, beta=problem1d.beta).fit(_noisy(base, 0.25, rng))
         post = density_posterior(est)
         half = post.quantile(0.95) * post.potential_std(grid.coords)
         cover.append(np.mean(np.abs(est.potential_on_grid() - true) <= half))
