@@ -1,5 +1,7 @@
 """MDP recovery: Boltzmann policy, Gaussian transition, inverse Bellman reward (paper section 3)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -259,3 +261,38 @@ def test_bellman_roundtrip_recovers_q(rng):
         v = grid.integrate(mdp.policy * q, axes=grid.action_axes)
         q = mdp.reward + gamma * mdp.transition.expect(v)
     np.testing.assert_allclose(q, mdp.q_value, atol=1e-12)
+
+
+@pytest.mark.parametrize("ratio", [0.2, 0.5, 1.0, 2.0])
+def test_moment_kernel_has_exact_mean_and_variance(ratio):
+    """Default kernel: mass and mean exact, variance exact wherever a non-negative nodal kernel can
+    have it (``max(sigma^2, h^2 theta (1 - theta))``, the second term only for sigma < h/2)."""
+    n = 40
+    grid = Grid([-1, -1], [1, 1], [n, 3], roles=["state", "action"], boundary="periodic")
+    h = grid.axes[0].spacing
+    sigma, dt = ratio * h, 0.05
+    shift = np.random.default_rng(3).uniform(-1.3, 1.3, grid.shape) * h  # means anywhere in a cell
+    tr = GaussianTransition(grid, (shift / dt)[None], 2 * dt / sigma**2, dt)
+    assert tr.discretization == "moment" and np.all(tr.factors[0] >= 0)
+    x, w = grid.axes[0].nodes, grid.axes[0].node_weights
+    mu = (grid.mesh()[..., 0] - shift).ravel()
+    dist = np.mod(x[None, :] - mu[:, None] + 1.0, 2.0) - 1.0  # wrapped x_j - mu
+    f = tr.factors[0]
+    np.testing.assert_allclose(f @ w, 1.0, atol=1e-13)
+    mean = (f * w * dist).sum(1)
+    var = (f * w * dist**2).sum(1) - mean**2
+    theta = np.mod((mu + 1.0) / h, 1.0)
+    target = np.maximum(sigma**2, h * h * theta * (1 - theta))
+    assert np.abs(mean).max() < 1e-10 * h
+    assert np.abs(var / target - 1).max() < 1e-3
+    if ratio >= 0.5:  # sigma^2 >= h^2/4 >= h^2 theta (1 - theta): the variance itself is exact
+        assert np.abs(var / sigma**2 - 1).max() < 1e-3
+    # the approximate kernels are worse here, and say so below their thresholds
+    for disc, bad in (("nodal", ratio < 0.7), ("projection", True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            g = GaussianTransition(grid, (shift / dt)[None], 2 * dt / sigma**2, dt, disc).factors[0]
+        assert any("inaccurate" in str(c.message) for c in caught) == bad
+        v = (g * w * dist**2).sum(1) - ((g * w * dist).sum(1)) ** 2
+        if bad:
+            assert np.abs(v / target - 1).max() > 1e-2

@@ -21,6 +21,8 @@ stored as one factor matrix of shape ``(n_sources, n_nodes_axis)`` per state axi
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,7 +162,7 @@ def recover_mdp(
     beta: float,
     dt: float,
     gamma: float = DEFAULT_GAMMA,
-    discretization: str = "nodal",
+    discretization: str = "moment",
 ) -> MDP:
     """Q-function, policy, transition and reward of a potential (paper section 3).
 
@@ -178,8 +180,9 @@ def recover_mdp(
         Inverse temperature and MDP time step, both > 0.
     gamma : float, default 0.99
         Discount factor in ``[0, 1)``.
-    discretization : {'nodal', 'projection'}
-        Transition discretisation, see :class:`GaussianTransition`.
+    discretization : {'moment', 'nodal', 'projection'}
+        Transition discretisation, see :class:`GaussianTransition` (default 'moment': mean and
+        variance exact at every sigma / h).
 
     Returns
     -------
@@ -189,6 +192,9 @@ def recover_mdp(
     psi = _nodal(grid, psi, "psi")
     q = -psi
     policy = boltzmann_policy(grid, psi, beta)
-    transition = GaussianTransition(grid, grad_s_psi, beta, dt, discretization=discretization)
+    with warnings.catch_warnings():  # the accuracy warning points at the caller of recover_mdp
+        warnings.simplefilter("ignore", RuntimeWarning)
+        transition = GaussianTransition(grid, grad_s_psi, beta, dt, discretization=discretization)
+    transition.warn_if_poor(stacklevel=3)
     reward = inverse_bellman_reward(q, policy, transition, grid, gamma)
     return MDP(grid, float(beta), float(dt), gamma, q, policy, transition, reward)
