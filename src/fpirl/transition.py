@@ -105,6 +105,9 @@ def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 2049) -
     at ``tau = 0``. ``tau^2`` is solved by bisection on a table of ``theta in [0, 1/2]`` (the
     problem is symmetric) and interpolated; where ``sigma^2 < h^2 theta (1 - theta)`` it is 0.
     """
+    if sigma * sigma - h * h / 6.0 >= 4.0 * h * h:
+        # tau >= 2 h: E[(X - x_l)(x_r - X)] = h^2/6 up to (h^2/pi^2) exp(-2 pi^2 tau^2/h^2) < 1e-34 h^2
+        return np.full(np.shape(theta), sigma * sigma - h * h / 6.0)
     grid = np.linspace(0.0, 0.5, table)
     lo, hi = np.zeros(table), np.full(table, sigma * sigma)
     for _ in range(60):
