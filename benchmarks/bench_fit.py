@@ -1,15 +1,20 @@
 """Speed and memory of the VSI fit (issue: core engine).
 
-Run:  .venv/bin/python benchmarks/bench_fit.py [--quick]
+Run:  .venv/bin/python benchmarks/bench_fit.py [--quick] [--cases fit4d,fit4d_beta,...]
 
 Cases (each in a fresh subprocess so that peak RSS is its own):
 * 4-D, 15 elements per axis (15^4 nodes), 4 Hermite elements per axis (4,096 coefficients), 50 snapshots
 * 3-D, 50^3 nodes, 8 Hermite elements per axis (4,096 coefficients), 50 snapshots
 * the dense column-by-column reference assembly vs the sum-factorised one at a small size
+* fit4d_beta: the 4-D case with beta estimated; fit4d_mf: the 4-D case on the matrix-free path
+
+Each line reports wall and CPU seconds of the process (CPU counts both BLAS threads) and the
+1-minute load average at the end: the machine is shared, so compare runs at similar load.
 """
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -37,11 +42,21 @@ def run_case(name):
     from fpirl._reference import reference_normal_equations
     from fpirl.assembly import assemble_normal_equations
 
-    if name == "fit4d":
+    c0 = time.process_time()
+    if name in ("fit4d", "fit4d_beta", "fit4d_mf"):
         s = smooth_snapshots(4, 15, 50)
+        kw = {"estimate_beta": True} if name == "fit4d_beta" else {"beta": 5.0}
+        if name == "fit4d_mf":
+            kw["solver"] = "matrix-free"
         t0 = time.perf_counter()
-        PotentialEstimator(hermite_elements=4, beta=5.0).fit(s)
-        out = {"seconds": time.perf_counter() - t0, "n_coef": 8**4, "nodes": 15**4}
+        est = PotentialEstimator(hermite_elements=4, **kw).fit(s)
+        out = {"seconds": time.perf_counter() - t0, "n_coef": 8**4, "nodes": 15**4, "solver": est.solver_}
+        if est.cg_info_:
+            out["cg_iterations"] = est.cg_info_["iterations"]
+        if name == "fit4d":  # the assembly alone
+            t0 = time.perf_counter()
+            assemble_normal_equations(s.normalized(), est.hermite_)
+            out["assembly_s"] = time.perf_counter() - t0
     elif name == "fit3d":
         s = smooth_snapshots(3, 50, 50)
         t0 = time.perf_counter()
@@ -63,7 +78,9 @@ def run_case(name):
                "d": d, "elements": N, "hermite": nh, "snapshots": K}
     else:
         raise SystemExit(f"unknown case {name}")
+    out["cpu_s"] = time.process_time() - c0
     out["peak_rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    out["load_1min"] = os.getloadavg()[0]
     print(json.dumps(out))
 
 
@@ -71,10 +88,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case")
     ap.add_argument("--quick", action="store_true", help="only the reference comparison")
+    ap.add_argument("--cases", help="comma-separated cases (default: all but fit4d_beta, fit4d_mf)")
     args = ap.parse_args()
     if args.case:
         return run_case(args.case)
     cases = ["reference", "reference2d"] + ([] if args.quick else ["reference3d", "fit4d", "fit3d"])
+    if args.cases:
+        cases = args.cases.split(",")
     for c in cases:
         res = subprocess.run([sys.executable, __file__, "--case", c], capture_output=True, text=True, check=True)
         print(c, res.stdout.strip().splitlines()[-1], flush=True)

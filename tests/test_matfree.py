@@ -26,13 +26,14 @@ def smooth_data(rng, d, elements, boundary, n_t=5):
     return DensitySnapshots(g, np.arange(n_t) * 0.1, vals)
 
 
+@pytest.mark.parametrize("compress", [1e-13, None])
 @pytest.mark.parametrize("d, elements, hermite_elements, boundary", CASES)
-def test_operator_equals_assembled_matrix(rng, d, elements, hermite_elements, boundary):
+def test_operator_equals_assembled_matrix(rng, d, elements, hermite_elements, boundary, compress):
     s = smooth_data(rng, d, elements, boundary)
     H = HermiteSpace.on_grid(s.grid, hermite_elements)
     ne = assemble_normal_equations(s, H)
-    op = NormalOperator(s, H, chunk_bytes=1)  # one time pair per chunk: exercises the streaming
-    assert op.chunk == 1
+    op = NormalOperator(s, H, chunk_bytes=1, compress=compress)  # one time pair per chunk: streaming
+    assert op.chunk == 1 and (op.n_modes is None) == (compress is None)
     C = rng.standard_normal((3, H.n_coef))
     AC = np.stack([op.matvec(c) for c in C])
     np.testing.assert_allclose(AC, C @ ne.xtx, rtol=0, atol=1e-12 * np.abs(ne.xtx).max() * np.abs(C).sum(1).max())

@@ -1,0 +1,106 @@
+"""Time and memory of the fit against the dimension d = 2..6 (issue 12): assembled vs matrix-free.
+
+Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10,3:10,...]
+
+Problem: the separable periodic potential of :mod:`fpirl._separable` (psi = sum_b a_b cos(pi x_b +
+phi_b), Hermite-interpolated with 3 elements per axis), beta = 2, a product start, 20 snapshots
+(dt = 0.02) whose exact Fokker-Planck solution is the product of accurate 1-D spectral solutions.
+Each case runs in a fresh process (peak RSS is its own); the snapshots are formed lazily, one chunk
+of times at a time, so the data never sit in memory whole. Prints one JSON line per case and writes
+``dims.json`` and ``dims.png`` (wall time and peak RSS against d) to the output folder.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+
+def run_case(d, N, solver, steps):
+    import numpy as np
+
+    from fpirl import PotentialEstimator
+    from fpirl._separable import SeparableProblem
+
+    t0 = time.perf_counter()
+    problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)
+    data = problem.streaming(N)
+    if solver == "assembled":
+        from fpirl import DensitySnapshots
+
+        data = DensitySnapshots(data.grid, data.times, data.values[0 : data.n_times])
+    t_data = time.perf_counter() - t0
+    c0, t0 = time.process_time(), time.perf_counter()
+    est = PotentialEstimator(hermite_elements=3, beta=problem.beta, solver=solver, cg_tol=1e-8).fit(data)
+    out = {
+        "d": d, "nodes_per_axis": N, "nodes": int(N**d), "n_coef": int(est.hermite_.n_coef), "snapshots": steps + 1,
+        "solver": est.solver_, "fit_s": time.perf_counter() - t0, "fit_cpu_s": time.process_time() - c0,
+        "data_s": t_data, "psi_rel_error": problem.error(est),
+        "cg_iterations": est.cg_info_["iterations"] if est.cg_info_ else None,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+        "load_1min": os.getloadavg()[0],
+    }
+    print(json.dumps(out), flush=True)
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for solver, marker in (("assembled", "s"), ("matrix-free", "o")):
+        rows = sorted((r for r in results if r["solver"] == solver), key=lambda r: r["d"])
+        if not rows:
+            continue
+        label = lambda r: f"{r['nodes_per_axis']}"  # noqa: E731
+        for ax, key, unit in ((axes[0], "fit_s", "fit wall time [s]"), (axes[1], "peak_rss_gb", "peak RSS [GB]")):
+            ax.semilogy([r["d"] for r in rows], [r[key] for r in rows], marker=marker, label=solver)
+            for r in rows:
+                ax.annotate(label(r), (r["d"], r[key]), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            ax.set_xlabel("dimension d (nodes per axis annotated)")
+            ax.set_ylabel(unit)
+    axes[0].legend()
+    fig.suptitle("fpirl fit: separable periodic psi, 3 Hermite elements/axis, 20 snapshots")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", help="d:N:solver (internal)")
+    ap.add_argument("--steps", type=int, default=19)
+    ap.add_argument("--cases", default="2:10:assembled,3:10:assembled,4:10:assembled,2:10:matrix-free,"
+                    "3:10:matrix-free,4:10:matrix-free,5:8:matrix-free,6:6:matrix-free")
+    ap.add_argument("-o", "--output", default="benchmarks/results")
+    ap.add_argument("--timeout", type=float, default=1800)
+    args = ap.parse_args()
+    if args.case:
+        d, N, solver = args.case.split(":")
+        return run_case(int(d), int(N), solver, args.steps)
+    os.makedirs(args.output, exist_ok=True)
+    results = []
+    for case in args.cases.split(","):
+        try:
+            res = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(args.steps)],
+                                 capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            print(case, "timed out", flush=True)
+            continue
+        if res.returncode != 0:
+            print(case, "failed:", res.stderr.strip().splitlines()[-1:], flush=True)
+            continue
+        row = json.loads(res.stdout.strip().splitlines()[-1])
+        results.append(row)
+        print(case, json.dumps(row), flush=True)
+    with open(os.path.join(args.output, "dims.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    plot(results, os.path.join(args.output, "dims.png"))
+
+
+if __name__ == "__main__":
+    main()
