@@ -1,0 +1,187 @@
+"""Preconditioned conjugate gradients for the matrix-free VSI regression (see :mod:`fpirl.matfree`).
+
+The Kronecker (fast-diagonalization) preconditioner, the matrix-free penalty, and the solve of
+eq. vsi_regression with the zero-mean term and the Schur complement for ``1/beta``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.linalg
+
+from ._errors import FpirlInputError
+from ._tensor import apply_along_axes
+
+
+class KroneckerPreconditioner:
+    """Fast-diagonalization preconditioner for ``A + lam P + mu m m^T`` (see the module docstring).
+
+    Parameters
+    ----------
+    hermite : HermiteSpace
+    operator_matvec : callable
+        ``c -> A c`` (used once, for the scale ``alpha``).
+    mu : float
+        Weight of the zero-mean term.
+    weights, weights_sq : list of ndarray, optional
+        Per-axis nodal marginals of the data ``rho_b`` and of ``rho^2`` (FE axis nodes); uniform
+        when omitted.
+    fe_axes : list of Axis, optional
+        The FE axes carrying ``weights``.
+    """
+
+    def __init__(self, hermite, operator_matvec, mu: float, weights=None, weights_sq=None, fe_axes=None, rng_seed=0):
+        self.hermite = hermite
+        X, lams, G2 = [], [], []
+        for b, ax in enumerate(hermite.axes):
+            if weights is None:
+                K, M, M2 = ax.gram(1), ax.gram(0), ax.gram(0)
+            else:
+                K, M, M2 = _weighted_grams(ax, fe_axes[b], weights[b], weights_sq[b])
+            ev, vec = scipy.linalg.eigh(K, M)
+            X.append(vec)
+            lams.append(np.clip(ev, 0.0, None))
+            G2.append(vec.T @ M2 @ vec)
+        self.X = X
+        self._G2inv = [np.linalg.inv(g) for g in G2]
+        total = np.zeros(())
+        for ev in lams:
+            total = np.add.outer(total, ev)
+        self._const = tuple(int(np.argmin(ev)) for ev in lams)
+        lam_inv = np.zeros_like(total)
+        np.divide(1.0, total, out=lam_inv, where=total > 0)
+        lam_inv[self._const] = 0.0
+        self._lam_inv = lam_inv
+        v0 = np.ones(())
+        for xb, i in zip(X, self._const):
+            v0 = np.multiply.outer(v0, xb[:, i])
+        self._d0 = max(mu * float(np.sum(hermite.mean_functional() * v0)) ** 2, 1e-300)
+        rng = np.random.default_rng(rng_seed)
+        z = rng.standard_normal(hermite.shape)
+        z[self._const] = 0.0
+        v = apply_along_axes(z, X)
+        lz = z * total
+        model = float(np.sum(lz * apply_along_axes(lz, G2)))
+        self.alpha = float(v.ravel() @ operator_matvec(v.ravel())) / model if model > 0 else 1.0
+
+    def __call__(self, r: np.ndarray) -> np.ndarray:
+        z = apply_along_axes(r.reshape(self.hermite.shape), [x.T for x in self.X])
+        z0 = z[self._const]
+        y = self._lam_inv * apply_along_axes(self._lam_inv * z, self._G2inv) / self.alpha
+        y[self._const] = z0 / self._d0
+        return apply_along_axes(y, self.X).ravel()
+
+
+def _weighted_grams(hax, fe_axis, w, w2):
+    """``int rho h_i' h_j'``, ``int rho h_i h_j``, ``int rho^2 h_i h_j`` with nodal ``rho`` (hat interpolant)."""
+    from .assembly import hat_matrix
+    from .quadrature import composite_rule, merged_breakpoints
+
+    breaks = merged_breakpoints(fe_axis.lower + fe_axis.spacing * np.arange(fe_axis.elements + 1), hax.breakpoints)
+    x, wq = composite_rule(breaks, 4)
+    N = hat_matrix(fe_axis, x)
+    rho, rho2 = np.maximum(N @ w, 0.0) * wq, np.maximum(N @ w2, 0.0) * wq
+    H0, H1 = hax.matrix(x, 0), hax.matrix(x, 1)
+    floor = 1e-3  # keeps the 1-D matrices definite where an axis carries almost no mass
+    K = (H1 * (rho + floor * wq * rho.sum() / wq.sum())[:, None]).T @ H1
+    M = (H0 * (rho + floor * wq * rho.sum() / wq.sum())[:, None]).T @ H0
+    M2 = (H0 * (rho2 + floor * wq * rho2.sum() / wq.sum())[:, None]).T @ H0
+    return K, M, M2
+
+
+def h1_apply(hermite, c: np.ndarray) -> np.ndarray:
+    """``P c`` for the H1-seminorm Gram matrix ``P = sum_a kron_b (G1 if b == a else G0)``, by sum factorisation."""
+    g0 = [ax.gram(0) for ax in hermite.axes]
+    g1 = [ax.gram(1) for ax in hermite.axes]
+    c = c.reshape(hermite.shape)
+    out = np.zeros(hermite.shape)
+    for a in range(hermite.ndim):
+        out += apply_along_axes(c, [g1[b] if b == a else g0[b] for b in range(hermite.ndim)])
+    return out.ravel()
+
+
+def conjugate_gradient(matvec, b: np.ndarray, precond, *, rtol: float = 1e-10, maxiter: int = 500, x0=None):
+    """Preconditioned conjugate gradients for an SPD operator; returns ``(x, iterations, relative residual)``.
+
+    Stops when ``||b - A x|| <= rtol ||b||``.
+    """
+    x = np.zeros_like(b) if x0 is None else x0.copy()
+    r = b - matvec(x) if x0 is not None else b.copy()
+    bnorm = float(np.linalg.norm(b))
+    if bnorm == 0:
+        return x, 0, 0.0
+    z = precond(r)
+    p = z.copy()
+    rz = float(r @ z)
+    for it in range(1, maxiter + 1):
+        Ap = matvec(p)
+        alpha = rz / float(p @ Ap)
+        x += alpha * p
+        r -= alpha * Ap
+        res = float(np.linalg.norm(r)) / bnorm
+        if res <= rtol:
+            return x, it, res
+        z = precond(r)
+        rz_new = float(r @ z)
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return x, maxiter, res
+
+
+def trace_h1(hermite) -> float:
+    """``trace(P)`` of the H1-seminorm Gram matrix (a sum of Kronecker products: products of traces)."""
+    g0 = [np.trace(ax.gram(0)) for ax in hermite.axes]
+    g1 = [np.trace(ax.gram(1)) for ax in hermite.axes]
+    return float(sum(np.prod([g1[b] if b == a else g0[b] for b in range(hermite.ndim)]) for a in range(hermite.ndim)))
+
+
+def solve_regression(op, ridge: float, gamma=None, *, rtol: float = 1e-10, maxiter: int = 1000):
+    """Solve eq. vsi_regression with the matrix-free operator (same system as the assembled path).
+
+    ``(A + lam P + mu m m^T) theta = -(X^T g + gamma X^T c)`` with ``lam = ridge trace(A) / trace(P)``
+    and ``mu = trace(A) / n_coef``; with ``gamma = None`` (``1/beta`` estimated) the bordered system
+    is solved by its Schur complement: two CG solves ``M y_1 = X^T g``, ``M y_2 = X^T c``, then
+    ``gamma = (c^T X y_1 - g.c) / (c.c - c^T X y_2)`` and ``theta = -(y_1 + gamma y_2)``.
+
+    Returns
+    -------
+    theta, gamma, lam, info : ndarray, float, float, dict
+        ``info``: CG ``iterations`` (list, one per solve), ``relative_residual``, ``schur`` (or None),
+        ``matvecs``.
+    """
+    hermite = op.hermite
+    ne = op.rhs
+    if not op.trace > 0:
+        raise FpirlInputError("the data carry no information on psi (all-zero density?)")
+    lam = ridge * op.trace / trace_h1(hermite)
+    mu = op.trace / hermite.n_coef
+    m = hermite.mean_functional().ravel()
+
+    def M(c):
+        return op.matvec(c) + lam * h1_apply(hermite, c) + mu * m * float(m @ c)
+
+    pre = KroneckerPreconditioner(hermite, op.matvec, mu, op.marginals, op.marginals_sq, list(op.grid.axes))
+    its, res = [], []
+
+    def cg(b):
+        x, it, r = conjugate_gradient(M, b, pre, rtol=rtol, maxiter=maxiter)
+        its.append(it)
+        res.append(r)
+        if r > rtol:
+            warnings.warn(f"conjugate gradients stopped after {it} iterations at relative residual {r:.2g} "
+                          f"(asked {rtol:.2g}); the system may be nearly singular: raise the ridge",
+                          RuntimeWarning, stacklevel=3)
+        return x
+
+    schur = None
+    if gamma is not None:
+        theta = cg(-(ne.xtg + gamma * ne.xtc))
+    else:
+        y1, y2 = cg(ne.xtg), cg(ne.xtc)
+        schur = ne.cc - float(ne.xtc @ y2)
+        gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")
+        theta = -(y1 + gamma * y2)
+    return theta, float(gamma), float(lam), {"iterations": its, "relative_residual": res, "schur": schur,
+                                              "matvecs": op.n_matvec}
