@@ -20,7 +20,6 @@ import time
 
 
 def run_case(d, N, solver, steps):
-
     from fpirl import PotentialEstimator
     from fpirl._separable import SeparableProblem
 
