@@ -23,7 +23,7 @@ CONVERGENCE = [
     (1, "reflecting", [8, 16, 32, 64], dict(dt=0.005, steps=40, resolution=513)),
     (2, "periodic", [8, 16, 32], {}),
     (2, "reflecting", [8, 16, 32], dict(resolution=97)),
-    (3, "periodic", [6, 12, 24], {}),
+    (3, "periodic", [6, 12, 24], dict(resolution=40)),  # 40^3 data: same errors as 48^3 to 1%, 2x cheaper
     (3, "reflecting", [6, 12, 24], dict(resolution=49)),
 ]
 
