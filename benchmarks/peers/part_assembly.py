@@ -101,7 +101,8 @@ def run(quick: bool, log=print) -> dict:
     fast_gw = c_nodes * (gw["nodes"] * GW["K"]) ** a_nodes
     measured = [r["fast_s"] for r in fast_rows if r["N"] == GW["N"] and r["K"] == GW["K"]]
     log(f"[assembly] growth of the fast assembly ~ (K nodes)^{a_nodes:.2f}; Grid World size: fast "
-        f"{fast_gw:.1f} s{' (measured)' if measured else ' (extrapolated)'}, reference extrapolated "
+        f"{measured[0] if measured else fast_gw:.1f} s{' (measured)' if measured else ' (extrapolated)'}, "
+        f"reference extrapolated "
         f"{ref_gw:.3g} s = {ref_gw / 86400:.1f} days")
     notes = [(f"reference cost per (snapshot x basis column x quadrature point): {units.min():.2e} .. "
               f"{units.max():.2e} s over the measured sizes; the extrapolation uses {b_ref:.2e} s (the size with the "

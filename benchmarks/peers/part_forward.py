@@ -100,6 +100,10 @@ def run(quick: bool, cache, log=print) -> dict:
              f"{' on the doubled periodic box [-1, 3]^2 (even extension)' if CASES[name]['boundary'] != 'periodic' else ''}"
              f", {r['wall_s']:.1f} s; it differs from the half-resolution reference by {r['self_check']:.1e}"
              for name, r in refs.items()]
+    notes.append("the periodic reference is fpirl's own Fourier solver, so the SpectralSolver rows there measure "
+                 "self-convergence (at the reference's half resolution the error equals the reference's own accuracy);"
+                 " the reflecting reference (Fourier on the doubled box) shares no code with either finite-volume "
+                 "scheme")
     notes.append(f"error: relative L2 over all nodes and the {N_OUT - 1} output times in (0, {T_FINAL}]; wall time "
                  "includes building the operator (fplanck: its Python loop over nodes) and propagating")
     return {"rows": rows, "references": refs, "t_final": T_FINAL, "n_out": N_OUT, "notes": notes}

@@ -70,17 +70,19 @@ def run(quick: bool, cache, seed: int = 11, log=print) -> dict:
     for label, values in datasets.items():
         noisy = label.startswith("hist")
         snaps = DensitySnapshots(grid, times, values)
-        for nh in (3, 2):
+        for nh, fixed in ((3, False), (2, False), (3, True)):
             t0 = time.perf_counter()
-            est = PotentialEstimator(hermite_elements=nh, estimate_beta=True, ridge="gcv" if noisy else None)
+            est = PotentialEstimator(hermite_elements=nh, estimate_beta=not fixed, beta=case["beta"] if fixed else None,
+                                     ridge="gcv" if noisy else None)
             est.fit(snaps)
             wall = time.perf_counter() - t0
             err = drift_error(-est.gradient(pts), b_true)
+            kind = "beta fixed at the truth" if fixed else ("recommended" if nh == 3 else "same basis")
             rows.append({"data": label, "tool": "fpirl VSI (PotentialEstimator)",
-                         "settings": f"{'recommended' if nh == 3 else 'same basis'}: {nh} Hermite el./axis, "
-                                     f"beta estimated, ridge {'GCV' if noisy else 'default'}",
+                         "settings": f"{kind}: {nh} Hermite el./axis, "
+                                     f"beta {'= 4 given' if fixed else 'estimated'}, ridge {'GCV' if noisy else 'default'}",
                          "error": err, "beta": est.beta_, "wall_s": wall})
-            log(f"[pde] {label}: fpirl VSI nh={nh} drift error {100 * err:.2f}%, beta {est.beta_:.3f}, {wall:.2f} s")
+            log(f"[pde] {label}: fpirl VSI nh={nh} fixed={fixed} drift error {100 * err:.2f}%, beta {est.beta_:.3f}, {wall:.2f} s")
         shaped = lambda c: c.reshape((c.shape[0],) + grid.shape)
         span = [0.2 * (grid.upper[0] - grid.lower[0]), 0.2 * (grid.upper[1] - grid.lower[1]), 0.25 * times[-1]]
         for name, chan_nodes, chan_pts, K, thr in [
