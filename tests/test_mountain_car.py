@@ -19,9 +19,15 @@ from fpirl.problems.mountain_car import (
 
 
 @pytest.fixture(scope="module")
-def soft_q(tmp_path_factory):
-    # the coarse grid of --quick: about a second; cached for the module
-    return load_or_solve_mountain_car(MC_QUICK_SOFTQ, tmp_path_factory.mktemp("mc-cache"))
+def mc_cache(tmp_path_factory):
+    """One cache for the module: the soft Q of --quick is solved once, for the tests and the pipeline."""
+    return tmp_path_factory.mktemp("mc-cache")
+
+
+@pytest.fixture(scope="module")
+def soft_q(mc_cache):
+    # the coarse grid of --quick: about a second
+    return load_or_solve_mountain_car(MC_QUICK_SOFTQ, mc_cache)
 
 
 def test_step_matches_gymnasium(rng):
@@ -124,10 +130,12 @@ def test_cache_roundtrip(tmp_path):
     assert len(list(tmp_path.glob("mountain_car_q_*.npz"))) == 1
 
 
-def test_run_mountaincar_quick_pipeline(tmp_path):
+def test_run_mountaincar_quick_pipeline(tmp_path, soft_q, mc_cache):
     from fpirl.problems.mountain_car_report import run_mountaincar
 
-    s = run_mountaincar(tmp_path, elements=(8, 12), quick=True, progress=False, verbose=False, episodes=0)
+    s = run_mountaincar(tmp_path, elements=(8, 12), quick=True, progress=False, verbose=False, episodes=0,
+                        cache_dir=mc_cache)
+    assert s["mountain_car"]["soft_q"]["iterations"] == soft_q.iterations  # the soft Q came from the cache
     assert s["elements"] == [8, 12]
     per = s["per_N"]
     assert per[12]["fp"]["psi_error"] < per[8]["fp"]["psi_error"]
@@ -139,5 +147,5 @@ def test_run_mountaincar_quick_pipeline(tmp_path):
     text = (tmp_path / "report.md").read_text()
     assert "Mountain Car: the RL step and the modified problem" in text and "soft Q-iteration" in text
     assert "Quick run" in text and "policy KL mean" in text
-    for f in ("result_N8.nc", "result_N12.nc", "fig_soft_q.png", "summary.json"):
+    for f in ("result_N8.nc", "result_N12.nc", "fig_soft_q.png", "summary.json", "report.md"):
         assert (tmp_path / f).exists()

@@ -122,6 +122,8 @@ MC_ACTION_CONTRAST_PERCENTILE = 90.0
 #: Snapshot spacing = MDP step; 50 snapshots cover t in [0, 1].
 MC_DT = 0.02
 MC_STEPS = 50
+#: ``--quick``: snapshots t = 0..0.5 (the cost of the FP data is linear in it).
+MC_QUICK_STEPS = 25
 #: FE elements per axis of the convergence study; ``--quick``.
 MC_ELEMENTS = (10, 20, 30, 40, 50)
 MC_QUICK_ELEMENTS = (10, 20)

@@ -18,8 +18,8 @@ import numpy as np
 
 from .._errors import FpirlInputError
 from .mountain_car import (MAX_POSITION, MAX_SPEED, MC_ACTION_CONTRAST, MC_ELEMENTS, MC_HERMITE_ELEMENTS,
-                           MC_PSI_RANGE, MC_QUICK_ELEMENTS, MC_QUICK_SOFTQ, MC_QUICK_SOLVER_POINTS,
-                           MC_RESOLUTION_CHECK, MC_SOFTQ, MC_SOLVER_POINTS, MIN_POSITION, fit_q_hermite,
+                           MC_PSI_RANGE, MC_QUICK_ELEMENTS, MC_QUICK_SOFTQ, MC_QUICK_SOLVER_POINTS, MC_QUICK_STEPS,
+                           MC_RESOLUTION_CHECK, MC_SOFTQ, MC_SOLVER_POINTS, MC_STEPS, MIN_POSITION, fit_q_hermite,
                            mountain_car_spec)
 from .experiment._report import markdown_table
 from .mountain_car_rl import load_or_solve_mountain_car, rollout_gymnasium
@@ -29,7 +29,8 @@ __all__ = ["run_mountaincar"]
 #: What the report of ``--quick`` says about the run.
 QUICK_NOTE = (
     "**Quick run** (`--quick`): a check that the pipeline runs end to end, with a coarser soft-Q grid, a coarser "
-    "FP solver and the two coarsest FE grids (N = 10, 20), not a measurement of accuracy. Expect errors well "
+    "FP solver, half the snapshots (t = 0..0.5) and the two coarsest FE grids (N = 10, 20), not a measurement of "
+    "accuracy. Expect errors well "
     "above those of the full run (N up to 50; docs/benchmarks.md); what to check is that the run completes and "
     "that the errors fall from the first grid to the second."
 )
@@ -131,7 +132,8 @@ def run_mountaincar(outdir, elements=None, quick: bool = False, progress: bool =
                    "table": _fit_error_table(mq, FIT_TABLE)}
     info["fit"]["seconds"] = time.perf_counter() - t0
     say(f"Hermite LS fit {MC_HERMITE_ELEMENTS}: relative RMS error {100 * qfit.relative_error:.1f}% of std(Q)")
-    spec = mountain_car_spec(qfit, solver_points=MC_QUICK_SOLVER_POINTS if quick else MC_SOLVER_POINTS)
+    spec = mountain_car_spec(qfit, steps=MC_QUICK_STEPS if quick else MC_STEPS,
+                             solver_points=MC_QUICK_SOLVER_POINTS if quick else MC_SOLVER_POINTS)
     coords = [np.linspace(-1.0, 1.0, 41)] * 3
     psi = spec.hermite.evaluate_grid(spec.coef, coords)
     contrast = spec.beta * (psi.max(axis=2) - psi.min(axis=2))
