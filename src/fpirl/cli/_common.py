@@ -85,6 +85,24 @@ def _output_netcdf(path, inputs=()) -> Path:
     return check_output_path(path, NETCDF_SUFFIXES, inputs)
 
 
+def _fit_notes(est, mdp) -> list[str]:
+    """Lines for the success message of ``fpirl fit``: what the ridge was, and why Q, policy and
+    reward are missing when they are."""
+    settings = est.settings_
+    rel = settings.get("ridge_relative")
+    how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
+    lines = [f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
+             f"tr(A)/tr(P) = {est.ridge_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
+             if rel is not None else f"ridge: {est.ridge_:.3g} (absolute weight of int |grad psi|^2)"]
+    if mdp is None:
+        grid = est.grid_
+        missing = "action" if not grid.action_axes else "state"
+        axes = ", ".join(f"{n} ({r})" for n, r in zip(grid.names, grid.roles))
+        lines.append(f"Q-value, policy and reward not computed: the data have no {missing} axis (axes: {axes}); "
+                     "the MDP needs at least one state and one action axis (the potential psi is in the result)")
+    return lines
+
+
 def _progress(args) -> bool:
     """Progress bars unless ``--no-progress``, and only when stderr is a terminal."""
     from .._progress import show_progress
