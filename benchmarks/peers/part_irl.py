@@ -111,8 +111,9 @@ def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
     uniform = float(np.mean(np.sum(D_exp[:H] * _kl_rows(pi_mass, np.full_like(pi_mass, 1.0 / S))[None], axis=1)))
     drift = _kl_rows(D_exp[1:], D_exp[:1])
     notes = [f"reference: a uniform policy has policy KL {uniform:.4g} to the expert",
-             (f"scale of the state dynamics: max_t KL(rho_expert,t || rho_0) = {drift.max():.3g} -- the expert's state "
-             "density hardly moves, because an action shifts the next state by grad_s psi dt (< one node spacing)"),
+             (f"scale of the state dynamics: max_t KL(rho_expert,t || rho_0) = {drift.max():.3g}; the state occupancy "
+              "that MCE IRL matches does not pin down the expert's action preferences (actions move the next state "
+              "only by grad_s psi dt), so a nearly uniform policy under a state-only reward reproduces it"),
              f"grid: {N} nodes per axis ({S} states x {S} actions); the tabular T has {S ** 3:,} entries"]
     return {"rows": rows, "notes": notes, "N": N, "horizon": H}
 
