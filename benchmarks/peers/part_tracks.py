@@ -133,7 +133,7 @@ def run(quick: bool, cache, seed: int = 2026, log=print) -> dict:
             out, info = call("sfi", "sfi_force", {**common, **p}, {"X": X, "pts": pts}, cache=cache)
             case_rows.append(_row(case, f"SFI {info['version']}", settings, out["force"], b_true, w,
                                   info["wall_s"], f"JIT compile {info['compile_s']:.1f} s apart, "
-                                  f"beta {1 / info['diffusion']:.3f}", log))
+                                  f"preset resolved to '{info['preset']}', beta {1 / info['diffusion']:.3f}", log))
         psy_runs = [("same basis: Hermite gradient components as inputs, forward differences, least squares",
                      {"library": "hermite", "elements": SAME_ELEMENTS, "derivative": "forward", "threshold": 0.0,
                       "alpha": 0.0}),
