@@ -54,8 +54,9 @@ class ExperimentSpec:
         finest grid.
     solver_max_step : float, optional
         Internal step of the spectral solver (default: its CFL choice).
-    transition_discretization : {'nodal', 'projection'}
-        Discretisation of ``T`` on the grids (:class:`fpirl.mdp.GaussianTransition`).
+    transition_discretization : {'moment', 'nodal', 'projection'}
+        Discretisation of ``T`` on the grids (:class:`fpirl.mdp.GaussianTransition`; default its
+        default, the moment-matched kernel, exact in mass and mean and in variance on the nodes).
     eval_elements : int
         Points per axis of the evaluation grid of the L2 errors (uniform grid nodes).
     ridge : float, optional
@@ -84,7 +85,7 @@ class ExperimentSpec:
     gamma: float = DEFAULT_GAMMA
     solver_points: int | tuple | None = None
     solver_max_step: float | None = None
-    transition_discretization: str = "nodal"
+    transition_discretization: str = "moment"
     eval_elements: int = 20
     ridge: float | None = None
     kl_zoom: tuple | None = None
