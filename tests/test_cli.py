@@ -208,3 +208,21 @@ def test_progress_bars_only_on_a_terminal(valid_data, tmp_path, cli, monkeypatch
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stderr + proc.stdout and "\x1b" not in proc.stderr + proc.stdout
     assert "%|" not in proc.stderr
+
+
+def test_unwritable_destination_is_found_before_the_fit(valid_data, tmp_path, cli, monkeypatch):
+    import fpirl._files
+    import fpirl.identify
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real = os.access
+    monkeypatch.setattr(fpirl._files.os, "access", lambda p, mode: False if str(p) == str(locked) else real(p, mode))
+
+    def never(self, snapshots):  # the check must come first
+        raise AssertionError("the fit ran")
+
+    monkeypatch.setattr(fpirl.identify.PotentialEstimator, "fit", never)
+    proc = cli("fit", valid_data, "-o", locked / "r.nc", "--beta", "4")
+    cli.assert_input_error(proc, "permission denied", str(locked / "r.nc"))
+    cli.assert_only(locked)
