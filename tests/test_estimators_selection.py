@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from fpirl import IncrementsEstimator, result_dataset
+from fpirl import FpirlInputError, IncrementsEstimator, result_dataset
 from fpirl.estimators.selection import candidate_elements, track_folds
 
 from test_estimators_increments import PI, make_tracks, rel_error
@@ -32,7 +32,7 @@ def test_cv_picks_a_resolution_that_resolves_psi(rough, fitted):
     """sin(3 pi x) needs >= 4 elements: CV must not pick fewer, and must be near the best in hindsight."""
     errors = {e: rel_error(IncrementsEstimator(hermite_elements=e).fit(rough), psi_rough, -1, 1) for e in range(2, 11)}
     assert errors[2] > 0.3  # too coarse really fails here
-    chosen = fitted.cv_["chosen_elements"]
+    (chosen,) = fitted.cv_["chosen_elements"]
     assert chosen >= 4
     assert rel_error(fitted, psi_rough, -1, 1) < 1.3 * min(errors.values()) + 0.01
     assert fitted.settings_["hermite_selection"] == "cv" and fitted.settings_["ridge_selection"] == "cv"
@@ -42,9 +42,9 @@ def test_cv_picks_a_resolution_that_resolves_psi(rough, fitted):
 def test_one_se_rule_never_finer_than_min(rough, fitted):
     assert fitted.cv_["rule"] == "min" and fitted.cv_["chosen_elements"] == fitted.cv_["best_elements"]
     one_se = IncrementsEstimator(cv_elements=range(2, 11), cv_rule="1se").fit(rough)
-    assert one_se.cv_["chosen_elements"] <= fitted.cv_["chosen_elements"]
+    assert one_se.cv_["chosen_elements"][0] <= fitted.cv_["chosen_elements"][0]
     s = one_se.cv_["score"]
-    i = list(one_se.cv_["elements"]).index(one_se.cv_["chosen_elements"])
+    i = one_se.cv_["labels"].index(",".join(map(str, one_se.cv_["chosen_elements"])))
     j = list(one_se.cv_["ridge"]).index(one_se.cv_["chosen_ridge"])
     assert s.max() - s[i, j] <= one_se.cv_["se_paired"][i, j] + 1e-12
 
@@ -53,9 +53,9 @@ def test_cv_curve_lands_in_the_result(fitted):
     extra = fitted.result_extra()
     assert set(extra) == {"cv_score", "cv_score_std", "cv_score_se"}
     score = extra["cv_score"]
-    assert isinstance(score, xr.DataArray) and score.dims == ("cv_elements", "cv_ridge")
+    assert isinstance(score, xr.DataArray) and score.dims == ("cv_candidate", "cv_ridge")
     assert np.all(np.isfinite(score.values)) and np.all(extra["cv_score_std"].values >= 0)
-    assert fitted.cv_["chosen_elements"] in score["cv_elements"].values
+    assert score.attrs["chosen_candidate"] in score["cv_candidate"].values
     ds = result_dataset(fitted, extra=extra)
     assert "cv_score" in ds and ds.attrs["solver_estimator"] == "increments"
 
@@ -63,7 +63,7 @@ def test_cv_curve_lands_in_the_result(fitted):
 def test_fixed_ridge_is_kept_and_only_elements_are_searched(rough):
     est = IncrementsEstimator(ridge=1e-3, cv_elements=[2, 4, 6]).fit(rough)
     assert est.cv_["ridge"].tolist() == [1e-3] and est.settings_["ridge_selection"] == "fixed"
-    assert est.cv_["elements"].tolist() == [2, 4, 6]
+    assert est.cv_["elements"].tolist() == [[2], [4], [6]]
 
 
 def test_folds_hold_whole_tracks():
@@ -76,11 +76,55 @@ def test_folds_hold_whole_tracks():
 
 
 def test_candidates_capped_by_data_and_size():
-    assert candidate_elements(2, True, 10**7, 1600, None) == [2, 3, 4, 5, 6, 7, 8]
+    assert candidate_elements(2, True, 10**7, 1600, None) == [(e, e) for e in range(2, 9)]
     # 20 rows per coefficient: 2000 rows allow at most 100 coefficients -> (2 e)^2 <= 100 -> e <= 5
-    assert candidate_elements(2, True, 2000, 1600, None) == [2, 3, 4, 5]
-    assert candidate_elements(4, False, 10**7, 1600, None) == [2]  # 3 elements: 8^4 = 4096 coefficients
-    assert candidate_elements(1, True, 10, 1600, None) == [2]  # nothing fits: the smallest
+    assert candidate_elements(2, True, 2000, 1600, None) == [(e, e) for e in (2, 3, 4, 5)]
+    assert candidate_elements(4, False, 10**7, 1600, None) == [(2,) * 4]  # 3 elements: 8^4 = 4096 coefficients
+    assert candidate_elements(1, True, 10, 1600, None) == [(2,)]  # nothing fits: the smallest
+
+
+def test_candidates_per_role_when_some_axes_are_not_regressed():
+    """Position/velocity tracks regress the velocity axes (2, 3): the positions get 0 (psi constant
+    along them), 1 or 2 elements, the velocities the 2-D list, all capped at 1600 coefficients."""
+    cands = candidate_elements(4, False, 10**7, 1600, None, drift_axes=(2, 3))
+    assert [c for c in cands if c[0] == 0] == [(0, 0, e, e) for e in range(2, 9)]
+    assert [c for c in cands if c[0] == 1] == [(1, 1, e, e) for e in (2, 3, 4)]  # 16 (2 e + 2)^2 <= 1600
+    assert [c for c in cands if c[0] == 2] == [(2, 2, 2, 2)]
+    assert all(c[2:] == (c[2],) * 2 and c[:2] == (c[0],) * 2 for c in cands)
+
+
+def test_state_independent_candidate_is_embedded_exactly(rng):
+    """A velocity-only fit is psi(s, a) = f(a) on the whole box: constant along s, zero mean, and the
+    CV curve lists it; the fit equals the one on the action columns alone."""
+    from fpirl.tracks import TrackTable
+
+    n, steps, dt, beta = 120, 60, 0.05, 2.0
+    a = np.zeros((steps, n))
+    for k in range(1, steps):  # AR(1) velocities: psi = a^2 / 2
+        a[k] = a[k - 1] - a[k - 1] * dt + np.sqrt(2 * dt / beta) * rng.standard_normal(n)
+    s = np.cumsum(a, axis=0) * dt + rng.uniform(-1, 1, n)
+    values = np.stack([s.T.ravel(), a.T.ravel()], axis=1)
+    seg = np.repeat(np.arange(n), steps)
+    lo, hi = values.min(0) - 0.1, values.max(0) + 0.1
+    table = TrackTable(values, seg, seg, np.tile(np.arange(steps) * dt, n), dt, ("s", "a"), ("state", "action"),
+                       lo, hi, "reflecting")
+    est = IncrementsEstimator(drift_axes=[1], walls="none", cv_elements=[2, 3]).fit(table)
+    labels = est.cv_["labels"]
+    assert "0,2" in labels and "1,2" in labels
+    only = IncrementsEstimator(hermite_elements=(0, 3), drift_axes=[1], walls="none", ridge=1e-3)
+    with pytest.raises(FpirlInputError):
+        only.fit(table)  # 0 elements only through the automatic choice
+    sub = IncrementsEstimator(hermite_elements=3, walls="none", ridge=1e-3).fit(
+        TrackTable(values[:, 1:], seg, seg, table.time, dt, ("a",), ("state",), lo[1:], hi[1:], "reflecting"))
+    from fpirl.estimators._base import embed_constant_axes
+
+    space, coef = embed_constant_axes(sub.hermite_, sub.coef_, [1], lo, hi, False)
+    pts = np.column_stack([rng.uniform(lo[0], hi[0], 50), rng.uniform(lo[1], hi[1], 50)])
+    np.testing.assert_allclose(space.evaluate(coef, pts), sub.potential(pts[:, 1:]), atol=1e-12)
+    shifted = pts.copy()
+    shifted[:, 0] = rng.uniform(lo[0], hi[0], 50)
+    np.testing.assert_allclose(space.evaluate(coef, shifted), space.evaluate(coef, pts), atol=1e-12)
+    assert abs(np.sum(space.mean_functional() * coef)) < 1e-12
 
 
 def test_cv_curve_round_trips_and_is_plotted(fitted, tmp_path):
@@ -90,6 +134,6 @@ def test_cv_curve_round_trips_and_is_plotted(fitted, tmp_path):
     path = write_result(tmp_path / "r.nc", result_dataset(fitted, extra=fitted.result_extra()))
     ds = read_result(path)
     np.testing.assert_allclose(ds["cv_score"].values, fitted.cv_["score"])
-    assert int(ds["cv_score"].attrs["chosen_elements"]) == fitted.cv_["chosen_elements"]
+    assert ds["cv_score"].attrs["chosen_candidate"] == ",".join(map(str, fitted.cv_["chosen_elements"]))
     png = plot_result(ds, tmp_path / "r.png")
     assert png.stat().st_size > 1000

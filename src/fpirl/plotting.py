@@ -289,20 +289,21 @@ def plot_fields(grid: Grid, panels, path, title: str | None = None, cmap: str = 
 
 
 def _draw_cv_curve(ax, result):
-    """Cross-validation curve of a track fit: held-out score per resolution, one line per ridge,
-    error bars the paired standard error of the difference to the best candidate."""
-    score = result["cv_score"].transpose("cv_elements", "cv_ridge")
-    se = result["cv_score_se"].transpose("cv_elements", "cv_ridge").values if "cv_score_se" in result else None
-    elements = score["cv_elements"].values
+    """Cross-validation curve of a track fit: held-out score per candidate resolution, one line per
+    ridge, error bars the paired standard error of the difference to the best candidate."""
+    score = result["cv_score"].transpose("cv_candidate", "cv_ridge")
+    se = result["cv_score_se"].transpose("cv_candidate", "cv_ridge").values if "cv_score_se" in result else None
+    labels = [str(v) for v in score["cv_candidate"].values]
+    x = np.arange(len(labels))
     best = float(np.nanmax(score.values))
     for j, ridge in enumerate(score["cv_ridge"].values):
         yerr = None if se is None else se[:, j]
-        ax.errorbar(elements, score.values[:, j] - best, yerr=yerr, capsize=2, marker="o", ms=3,
-                    label=f"ridge {float(ridge):g}")
-    chosen = score.attrs.get("chosen_elements")
-    if chosen is not None:
-        ax.axvline(float(chosen), color="0.5", ls="--", lw=0.8)
-    ax.set_xlabel("Hermite elements per axis")
+        ax.errorbar(x, score.values[:, j] - best, yerr=yerr, capsize=2, marker="o", ms=3, label=f"ridge {float(ridge):g}")
+    chosen = score.attrs.get("chosen_candidate")
+    if chosen in labels:
+        ax.axvline(labels.index(chosen), color="0.5", ls="--", lw=0.8)
+    ax.set_xticks(x, labels, rotation=45 if len(labels) > 6 else 0, fontsize=7)
+    ax.set_xlabel("Hermite elements per axis (0: psi constant along the axis)")
     ax.set_ylabel("held-out log-lik. - best\n(nats per transition)")
     ax.set_title(f"cross-validation ({score.attrs.get('rule', '')})", fontsize=9)
     ax.legend(fontsize=7)

@@ -119,7 +119,6 @@ def assemble_increments(space: HermiteSpace, points: np.ndarray, velocity: np.nd
     list of IncrementSystem
     """
     d = space.ndim
-    n = points.shape[0]
     drift_axes = list(drift_axes)
     elements = tuple(space.elements)
     n_cells = int(np.prod(elements))

@@ -54,12 +54,12 @@ import xarray as xr
 
 from .._errors import FpirlInputError
 from .._version import __version__ as _version
-from ..hermite import HermiteSpace
 from ..tracks import TrackTable
 from ._assembly import assemble_increments
 from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge, check_tracks,
-                    default_result_elements)
-from .selection import CV_RIDGES, CV_RULES, candidate_elements, cross_validate, solve_increments, track_folds
+                    default_result_elements, embed_constant_axes)
+from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
+                        solve_increments, track_folds)
 
 #: Relative ridge with a fixed resolution and ``ridge=None``.
 DEFAULT_RIDGE = 1e-4
@@ -280,26 +280,28 @@ class IncrementsEstimator(TrackEstimatorMixin):
         if auto:
             cands = candidate_elements(tracks.ndim, periodic, velocity.size, MAX_AUTO_COEF,
                                        None if self.cv_elements is None else
-                                       [check_elements(e, 1, "cv_elements", minimum)[0] for e in self.cv_elements])
+                                       [check_elements(e, 1, "cv_elements", minimum)[0] for e in self.cv_elements],
+                                       drift)
             folds, k = track_folds(track, int(track.max()) + 1, int(self.cv_folds), self.random_state)
             ridges = CV_RIDGES if ridge is None else (ridge,)
             self.cv_ = cross_validate(tracks.lower, tracks.upper, periodic, points, velocity, drift, folds, k, dt,
                                       cands, ridges, beta, self.cv_rule, self.progress, weights)
-            elements = (self.cv_["chosen_elements"],) * tracks.ndim
+            elements = self.cv_["chosen_elements"]
             ridge = self.cv_["chosen_ridge"]
         else:
             elements = check_elements(self.hermite_elements, tracks.ndim, minimum=minimum)
             ridge = DEFAULT_RIDGE if ridge is None else ridge
-        space = HermiteSpace(tracks.lower, tracks.upper, elements, periodic)
+        fit_space, kept = candidate_space(tracks.lower, tracks.upper, periodic, elements)
         if auto:
             system = self.cv_.pop("system")
         else:
-            system = assemble_increments(space, points, velocity, drift, row_weights=weights)[0]
-        P = space.h1_seminorm_matrix()
-        m = space.mean_functional().ravel()
-        theta, lam = solve_increments(system, P, m, ridge)
-        coef = space.remove_mean(theta)
-        rss = system.rss(coef)
+            system = assemble_increments(fit_space, points[:, kept], velocity, [kept.index(a) for a in drift],
+                                         row_weights=weights)[0]
+        theta, lam = solve_increments(system, fit_space.h1_seminorm_matrix(), fit_space.mean_functional().ravel(),
+                                      ridge)
+        space, coef = embed_constant_axes(fit_space, fit_space.remove_mean(theta), kept, tracks.lower,
+                                          tracks.upper, periodic)
+        rss = system.rss(fit_space.remove_mean(theta))
         self.localization_noise_ = None
         if beta is None:
             explicit = bool(mirrored)
@@ -309,10 +311,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
             beta_ = 2.0 * dt / var_dx
         else:
             beta_ = beta
-        fe = default_result_elements(tracks, elements) if self.fe_elements is None else \
+        fe = default_result_elements(tracks, space.elements) if self.fe_elements is None else \
             check_elements(self.fe_elements, tracks.ndim, "fe_elements", 2)
         self.coef_ = coef
-        self.system_ = system
         self.beta_ = float(beta_)
         self.hermite_ = space
         self.grid_ = tracks.grid(fe)
@@ -320,10 +321,13 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.residual_ = float(np.sqrt(rss / system.c)) if system.c > 0 else 0.0
         self.dt_ = dt
         self.n_transitions_ = int(system.n_transitions)
-        self.system_ = system  # normal equations, for fpirl.uncertainty.increments_posterior
+        self.system_ = system  # normal equations in fit_space_, for fpirl.uncertainty.increments_posterior
+        self.fit_space_ = fit_space
+        self.fit_axes_ = tuple(kept)
         self.settings_ = {
             "estimator": self.name,
-            "hermite_elements": ",".join(map(str, elements)),
+            "hermite_elements": ",".join(map(str, space.elements)),
+            "psi_constant_along": ",".join(tracks.names[i] for i in range(tracks.ndim) if i not in kept),
             "hermite_selection": "cv" if auto else "fixed",
             "fe_elements": ",".join(map(str, fe)),
             "ridge_relative": float(ridge),
@@ -378,21 +382,24 @@ class IncrementsEstimator(TrackEstimatorMixin):
         return var
 
     def result_extra(self) -> dict:
-        """The CV curve as DataArrays over ``cv_elements`` x ``cv_ridge``: ``cv_score`` (mean held-out
+        """The CV curve as DataArrays over ``cv_candidate`` (labels, :func:`~.selection.candidate_label`) x ``cv_ridge``: ``cv_score`` (mean held-out
         log-likelihood, nats per transition), ``cv_score_std`` (its std over folds) and ``cv_score_se``
         (paired standard error of the difference to the best, what the '1se' rule uses)."""
         self._check_fitted()
         if self.cv_ is None:
             return {}
         cv = self.cv_
-        coords = {"cv_elements": cv["elements"], "cv_ridge": cv["ridge"]}
+        coords = {"cv_candidate": cv["labels"], "cv_ridge": cv["ridge"]}
+        dims = ("cv_candidate", "cv_ridge")
         attrs = {"units": "nats per transition", "rule": cv["rule"], "folds": cv["folds"],
-                 "chosen_elements": cv["chosen_elements"], "chosen_ridge": cv["chosen_ridge"]}
+                 "chosen_candidate": candidate_label(cv["chosen_elements"]), "chosen_ridge": cv["chosen_ridge"],
+                 "candidates": "Hermite elements per axis (" + ",".join(self.grid_.names) + "); 0: psi constant "
+                 "along that axis"}
         return {
-            "cv_score": xr.DataArray(cv["score"], coords=coords, dims=("cv_elements", "cv_ridge"),
+            "cv_score": xr.DataArray(cv["score"], coords=coords, dims=dims,
                                      attrs={"long_name": "held-out increment log-likelihood (mean over folds)", **attrs}),
-            "cv_score_std": xr.DataArray(cv["std"], coords=coords, dims=("cv_elements", "cv_ridge"),
+            "cv_score_std": xr.DataArray(cv["std"], coords=coords, dims=dims,
                                          attrs={"long_name": "std over folds of the held-out log-likelihood"}),
-            "cv_score_se": xr.DataArray(cv["se_paired"], coords=coords, dims=("cv_elements", "cv_ridge"),
+            "cv_score_se": xr.DataArray(cv["se_paired"], coords=coords, dims=dims,
                                         attrs={"long_name": "standard error of the per-fold difference to the best"}),
         }

@@ -61,17 +61,45 @@ def solve_increments(system: IncrementSystem, P: np.ndarray, m: np.ndarray, ridg
     return solve_spd(M, -system.b), float(lam)
 
 
-def candidate_elements(d: int, periodic: bool, n_rows: int, max_coef: int, candidates=None) -> list[int]:
-    """Elements per axis to try: the defaults for ``d`` (or ``candidates``), capped by data and size."""
-    cands = CV_ELEMENTS.get(d, (2, 3)) if candidates is None else tuple(candidates)
-    keep = []
-    for e in cands:
-        n_coef = (2 * (e if periodic else e + 1)) ** d
-        if n_coef <= max_coef and n_coef * MIN_ROWS_PER_COEF <= n_rows:
-            keep.append(int(e))
-    if not keep:
-        keep = [int(min(cands))]
-    return keep
+def n_coefficients(elements, periodic: bool) -> int:
+    """Hermite coefficients of a candidate (axes with 0 elements carry none: psi is constant along them)."""
+    return int(np.prod([2 * (e if periodic else e + 1) for e in elements if e > 0]))
+
+
+def candidate_elements(d: int, periodic: bool, n_rows: int, max_coef: int, candidates=None,
+                       drift_axes=None) -> list[tuple[int, ...]]:
+    """Candidate resolutions, one tuple of elements per axis, capped by the data and the size.
+
+    When every axis is a drift axis, the candidates are uniform, ``(e,) * d`` for ``e`` in
+    ``candidates`` (default :data:`CV_ELEMENTS` for ``d``). When some axes are not regressed
+    (``drift_axes`` a proper subset, e.g. the velocity axes of position/velocity tracks, whose
+    position increments are kinematic), those axes get their own, coarse resolution ``n_o`` in
+    ``{0, m, m + 1}`` (``m`` the smallest Hermite axis: 1 element, 2 if periodic; ``0`` means psi is
+    constant along them, the family that contains the persistent random walk ``psi = c |a|^2``)
+    while the drift axes take ``e`` in ``candidates`` (default :data:`CV_ELEMENTS` for their number).
+    A candidate is kept when it has at most ``max_coef`` coefficients and ``n_rows`` regression rows
+    give at least :data:`MIN_ROWS_PER_COEF` per coefficient; if none is, the smallest is returned.
+    """
+    drift = list(range(d)) if drift_axes is None else sorted(int(a) for a in drift_axes)
+    cands = tuple(candidates) if candidates is not None else CV_ELEMENTS.get(len(drift), (2, 3))
+    low = 2 if periodic else 1
+    others = (0, low, low + 1) if len(drift) < d else (None,)
+    out = [tuple(e if i in drift else n_o for i in range(d)) for n_o in others for e in cands]
+    keep = [c for c in out
+            if n_coefficients(c, periodic) <= max_coef and n_coefficients(c, periodic) * MIN_ROWS_PER_COEF <= n_rows]
+    return keep or [min(out, key=lambda c: n_coefficients(c, periodic))]
+
+
+def candidate_label(elements) -> str:
+    """``'3,3'``; ``0`` on an axis means psi is constant along it."""
+    return ",".join(str(int(e)) for e in elements)
+
+
+def candidate_space(lower, upper, periodic: bool, elements) -> tuple[HermiteSpace, list[int]]:
+    """The Hermite space of a candidate on its axes with elements (``kept``), and those axes."""
+    kept = [i for i, e in enumerate(elements) if e > 0]
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    return HermiteSpace(lower[kept], upper[kept], [elements[i] for i in kept], periodic), kept
 
 
 def track_folds(track_of_row: np.ndarray, n_tracks: int, folds: int, rng) -> tuple[np.ndarray, int]:
@@ -95,15 +123,18 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
                    elements, ridges, beta=None, rule="min", progress=False, row_weights=None) -> dict:
     """K-fold CV over ``elements x ridges``; returns the curve and the chosen pair (see the module doc).
 
+    ``elements`` is a list of candidates, one tuple of elements per axis (:func:`candidate_elements`);
+    a candidate is fitted in :func:`candidate_space` (axes with 0 elements left out).
+
     Returns
     -------
     dict
-        ``elements`` (n_e,), ``ridge`` (n_r,), ``score`` and ``std`` (n_e, n_r) (mean and standard
+        ``elements`` (n_e, d), ``labels`` (n_e strings, :func:`candidate_label`), ``ridge`` (n_r,), ``score`` and ``std`` (n_e, n_r) (mean and standard
         deviation over folds of the held-out log-likelihood, nats per transition), ``se_paired``
         (n_e, n_r) (standard error of the per-fold difference to the best candidate), ``fold_scores``
         (n_e, n_r, K), ``chosen_elements``, ``chosen_ridge``, ``best_elements``, ``best_ridge``,
         ``rule``, ``folds`` and ``system`` (the normal equations of all transitions at the chosen
-        resolution, so the final fit needs no further pass over the data).
+        resolution, in its :func:`candidate_space`, so the final fit needs no further pass over the data).
     """
     if rule not in CV_RULES:
         raise FpirlInputError(f"cv_rule must be one of {', '.join(CV_RULES)}, got {rule!r}")
@@ -116,10 +147,11 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
 
         it = tqdm(elements, desc="CV resolution", unit="candidate")
     for i, e in enumerate(it):
-        space = HermiteSpace(lower, upper, e, periodic)
+        space, kept = candidate_space(lower, upper, periodic, e)
         P = space.h1_seminorm_matrix()
         m = space.mean_functional().ravel()
-        systems = assemble_increments(space, points, velocity, drift_axes, fold_of_row, n_folds, row_weights)
+        systems = assemble_increments(space, points[:, kept], velocity, [kept.index(a) for a in drift_axes],
+                                      fold_of_row, n_folds, row_weights)
         total = systems[0]
         for s in systems[1:]:
             total = total + s
@@ -138,22 +170,23 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
     se = diff.std(axis=2, ddof=1) / np.sqrt(n_folds)  # paired standard error of the difference to the best
     if rule == "1se":
         ok = mean >= mean[best] - se
-        # coarsest resolution first, then the largest ridge
-        for i in range(len(elements)):
+        # fewest coefficients first, then the largest ridge
+        for i in sorted(range(len(elements)), key=lambda i: n_coefficients(elements[i], periodic)):
             js = np.flatnonzero(ok[i])
             if js.size:
                 chosen = (i, int(js[np.argmax(np.asarray(ridges)[js])]))
                 break
     return {
-        "elements": np.asarray(elements, dtype=np.int64),
+        "elements": np.asarray(elements, dtype=np.int64).reshape(len(elements), -1),
+        "labels": [candidate_label(e) for e in elements],
         "ridge": np.asarray(ridges, dtype=float),
         "score": mean,
         "std": std,
         "se_paired": se,
         "fold_scores": scores,
-        "chosen_elements": int(elements[chosen[0]]),
+        "chosen_elements": tuple(int(v) for v in elements[chosen[0]]),
         "chosen_ridge": float(ridges[chosen[1]]),
-        "best_elements": int(elements[best[0]]),
+        "best_elements": tuple(int(v) for v in elements[best[0]]),
         "best_ridge": float(ridges[best[1]]),
         "rule": rule,
         "folds": int(n_folds),
