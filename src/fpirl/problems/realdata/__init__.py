@@ -1,8 +1,9 @@
 """Real-data benchmark: FP-IRL on shipped cell and pedestrian tracks (``fpirl benchmark realdata``).
 
 For every set found in the data folder (see :mod:`._data`): state = position, action = velocity,
-reflecting walls, a seeded 70/30 split by whole tracks; the increments estimator (candidate and
-ridge chosen by cross-validation on the training tracks, see :mod:`._model`) and the density
+reflecting walls, a seeded 70/30 split by whole tracks; the increments estimator exactly as
+``fpirl fit ... --action velocity`` runs it (resolution and ridge chosen by cross-validation on the
+training tracks, see :mod:`._model`) and the density
 estimator; the held-out one-step log-likelihood of both against the diffusion and persistent-random-
 walk baselines (:mod:`fpirl.heldout`); the non-gradient fraction of the drift
 (:class:`fpirl.adequacy.HelmholtzCheck`); a result file, held-out CSV and a figure per set, and
@@ -19,15 +20,7 @@ import numpy as np
 
 from ..._errors import FpirlInputError
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
-from ._model import (
-    CANDIDATES,
-    QUICK_CANDIDATES,
-    arena_maps,
-    candidate_label,
-    make_estimator,
-    select_model,
-    simulate_tracks,
-)
+from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks
 
 __all__ = ["DATA_ENV", "TRACK_SETS", "TrackSet", "locate_data", "run_realdata", "run_set"]
 
@@ -46,10 +39,15 @@ def _subset_csv(src: Path, spec: TrackSet, ids, out: Path) -> Path:
     return out
 
 
+#: Velocity-axis elements tried by the cross-validation of a quick run (default: the estimator's own list).
+QUICK_ELEMENTS = (2, 3)
+
+
 def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, progress=None, density: bool = True,
-            candidates=None) -> dict:
+            cv_elements=None) -> dict:
     """Fit, evaluate and draw one set; returns its report row (``density=False`` skips the density
-    estimator, ``candidates`` overrides the cross-validated candidate list)."""
+    estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries)."""
+    from ...estimators import IncrementsEstimator
     from ...adequacy import HelmholtzCheck
     from ...baselines import fit_baselines
     from ...estimators import TrackDensityEstimator
@@ -64,14 +62,14 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     train, test = table.split_tracks(TRAIN_FRACTION, SEED)
     base = fit_baselines(train, "velocity")
 
+    if cv_elements is None and quick:
+        cv_elements = QUICK_ELEMENTS
     t0 = time.perf_counter()
-    if candidates is None:
-        candidates = QUICK_CANDIDATES if quick else CANDIDATES
-    sel = select_model(train, candidates, progress=progress)
-    cv_time = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    est = make_estimator(sel.family, sel.elements, sel.ridge, train.action_axes).fit(train)
+    est = IncrementsEstimator(drift_axes=train.action_axes, cv_elements=cv_elements).fit(train)
     fit_time = time.perf_counter() - t0
+    if progress is not None:
+        progress.update(1)
+    chosen, cv_scores = cv_summary(est.cv_)
 
     t0 = time.perf_counter()
     dens, dens_fn = None, {}
@@ -86,11 +84,10 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     # the generalisation: velocity-dependent mobility on the best velocity-only psi (degree by CV)
     from ._mobility import MobilityModel, select_mobility
 
-    vel = max((c for c in candidates if c[0] == "velocity-only"), key=lambda c: sel.scores[candidate_label(*c)],
-              default=("velocity-only", 2, 1e-2))
+    vel = best_velocity_only(est.cv_, train.state_axes)
     t0 = time.perf_counter()
-    mob_degree, mob_scores = select_mobility(train, vel[1], vel[2])
-    mob = MobilityModel(vel[1], vel[2], degree=mob_degree).fit(train)
+    mob_degree, mob_scores = select_mobility(train, *vel)
+    mob = MobilityModel(*vel, degree=mob_degree).fit(train)
     mobility_time = time.perf_counter() - t0
     dens_fn["fpirl_mobility"] = mob.loglik
 
@@ -100,7 +97,7 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     mdp = recover_mdp_from_fit(est, train.dt)
     src = dict(train.source or {})
     extra = {**base.to_attrs(), **check.to_attrs(), "source": str(csv), "source_kind": "tracks",
-             "estimator": "increments", "candidate": sel.label, "table_track": spec.track,
+             "estimator": "increments", **{k: v for k, v in est.result_extra().items()}, "table_track": spec.track,
              "table_time": spec.time, "table_state": ",".join(spec.state), "table_action": "velocity",
              "table_stride": int(src.get("stride", 1))}
     write_result(folder / "result.nc", result_dataset(est, mdp=mdp, dt=train.dt, gamma=mdp.gamma, extra=extra))
@@ -123,12 +120,9 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     simulated = [sim[:n, i] for i, n in enumerate(lengths)]
     fig = set_figure(folder / "figure.png", spec.name, est.grid_, maps, observed, simulated, spec.units)
 
-    el = sel.elements
-    hermite = ",".join(map(str, (el[0], el[0], el[1], el[1]))) if isinstance(el, tuple) else None
     command = (f"fpirl fit {csv} -o result.nc --track {spec.track} --time {spec.time} --state {','.join(spec.state)} "
-               f"--action velocity --ridge {sel.ridge:g} "
-               + (f"--hermite-elements {hermite}" if hermite else "--hermite-elements 1,1,"
-                  f"{el},{el}  (the CLI fits the joint psi; the velocity-only candidate is a benchmark model)"))
+               "--action velocity" + (f"  (the full run; this one tried {cv_elements} velocity elements)"
+                                      if cv_elements is not None else ""))
     return {
         "set": spec.name, "what": spec.what, "units": spec.units, "dt": train.dt,
         "train_tracks": train.n_tracks, "test_tracks": test.n_tracks, "transitions": score.transitions,
@@ -136,18 +130,19 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         "se_vs_prw": score.difference_se("fpirl", "persistent_random_walk"),
         "se_vs_diffusion": score.difference_se("fpirl", "diffusion"),
         "adequacy": check.fraction_, "adequacy_lo": check.interval_[0], "adequacy_hi": check.interval_[1],
-        "chosen": sel.label, "cv": sel.scores, "fit_time": fit_time, "cv_time": cv_time,
+        "chosen": chosen, "cv": cv_scores, "fit_time": fit_time,
         "density_time": density_time, "beta": est.beta_, "D": base.diffusion_D, "alpha": base.prw_alpha,
         "sigma": base.prw_sigma, "figure": f"{spec.name}/{fig.name}", "command": command,
         "density_beta": float(dens.beta_) if dens is not None else float("nan"),
         "mobility": score.loglik["fpirl_mobility"], "mobility_degree": mob_degree,
-        "mobility_cv": mob_scores, "mobility_base": candidate_label(*vel), "mobility_time": mobility_time,
+        "mobility_cv": mob_scores, "mobility_base": f"velocity-only, {vel[0]} elements, ridge {vel[1]:g}",
+        "mobility_time": mobility_time,
         "se_mobility_vs_prw": score.difference_se("fpirl_mobility", "persistent_random_walk"),
     }
 
 
 def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool = True, density: bool = True,
-                 candidates=None) -> Path:
+                 cv_elements=None) -> Path:
     """Run the benchmark on every available set; writes ``out/report.md`` and per-set folders.
 
     Parameters
@@ -159,11 +154,11 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
     sets : list of str, optional
         Names of the sets to run (default: all available).
     quick : bool
-        Fewer cross-validation candidates.
+        Fewer cross-validation candidates (:data:`QUICK_ELEMENTS`).
     density : bool
         Also fit and score the density estimator.
-    candidates : sequence, optional
-        Cross-validated candidates ``(family, elements, ridge)`` (default :data:`._model.CANDIDATES`).
+    cv_elements : sequence of int, optional
+        Velocity-axis elements tried by the cross-validation (default: the estimator's own list).
     """
     from ._report import write_report
 
@@ -179,16 +174,14 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
     if progress:
         from tqdm.auto import tqdm
 
-        n_cand = len(candidates or (QUICK_CANDIDATES if quick else CANDIDATES))
-        bar = tqdm(total=len(specs) * n_cand, desc="realdata CV fits",
-                   unit="candidate")
+        bar = tqdm(total=len(specs), desc="realdata sets", unit="set")
     rows = []
     t0 = time.perf_counter()
     try:
         for spec in specs:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # bounds/margin notes of the readers
-                rows.append(run_set(spec, data_dir, out, quick, bar, density, candidates))
+                rows.append(run_set(spec, data_dir, out, quick, bar, density, cv_elements))
     finally:
         if bar is not None:
             bar.close()

@@ -1,44 +1,28 @@
-r"""Models of the real-data benchmark: candidates, cross-validated choice, and the arrays behind the figures.
+r"""Models of the real-data benchmark and the arrays behind its figures.
 
 State = position ``s``, action = velocity ``a``. Positions follow from velocities
 (``s_{k+1} = s_k + a_{k+1} dt``), so psi is fitted from the *action* increments only
-(``drift_axes`` = the action axes of :class:`~fpirl.estimators.IncrementsEstimator`):
+(``drift_axes`` = the action axes of :class:`~fpirl.estimators.IncrementsEstimator`, what
+``fpirl fit ... --action velocity`` does by default):
 :math:`a_{k+1} - a_k = -\nabla_a\psi(s_k, a_k)\,\Delta t + \sqrt{2\Delta t/\beta}\,\xi`.
+Its cross-validation over whole training tracks chooses among psi constant in position (0 position
+elements: psi(s, a) = f(a), the family that contains the persistent random walk ``f = c |a|^2``)
+and psi(s, a) with 1 or 2 elements per position axis, and the ridge; the held-out tracks are never
+used for any choice.
 
-Candidates (all of them the paper's model, with psi in a tensor cubic Hermite space):
-
-* ``joint (n_s, n_a)``: psi(s, a) with ``n_s`` elements per position axis and ``n_a`` per velocity axis;
-* ``velocity-only n_a``: psi(s, a) = f(a) (the special case without position dependence), fitted on
-  the velocity columns alone and embedded exactly in the joint Hermite space (constant along the
-  position axes). ``f = c |a|^2`` is the persistent random walk, so this family contains it.
-
-The candidate (and its relative ridge) is chosen by K-fold cross-validation over whole *training*
-tracks with the held-out metric itself (mean one-step log-likelihood of the next position); the
-held-out tracks are never used for any choice.
+:class:`VelocityPotentialEstimator` is the velocity-only member at a given resolution: the base of
+the mobility generalisation (:mod:`._mobility`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from ..._transitions import observed_transitions
 from ...estimators import IncrementsEstimator
-from ...estimators._base import TrackEstimatorMixin, default_result_elements
-from ...heldout import fpirl_loglik
-from ...hermite import HermiteSpace
+from ...estimators._base import TrackEstimatorMixin, default_result_elements, embed_constant_axes
 from ...tracks import TrackTable
-
-#: (family, elements, ridge) tried by cross-validation
-CANDIDATES = (
-    ("velocity-only", 2, 1e-4), ("velocity-only", 2, 1e-2), ("velocity-only", 3, 1e-2),
-    ("velocity-only", 4, 1e-2), ("velocity-only", 6, 1e-2),
-    ("joint", (1, 2), 1e-2), ("joint", (2, 2), 1e-2),
-)
-QUICK_CANDIDATES = (("velocity-only", 2, 1e-2), ("velocity-only", 4, 1e-2), ("joint", (1, 2), 1e-2))
-CV_FOLDS = 3
 
 
 def _action_table(table: TrackTable) -> TrackTable:
@@ -54,7 +38,7 @@ class VelocityPotentialEstimator(TrackEstimatorMixin):
     Parameters
     ----------
     hermite_elements : int
-        Cubic Hermite elements per action axis (one element, i.e. a constant, along every state axis).
+        Cubic Hermite elements per action axis (psi is constant along every state axis).
     ridge : float
         Relative Tikhonov weight of the inner :class:`~fpirl.estimators.IncrementsEstimator`.
     """
@@ -65,68 +49,37 @@ class VelocityPotentialEstimator(TrackEstimatorMixin):
         self.hermite_elements = hermite_elements
         self.ridge = ridge
 
-    def fit(self, table: TrackTable) -> VelocityPotentialEstimator:
+    def fit(self, table: TrackTable) -> "VelocityPotentialEstimator":
         inner = IncrementsEstimator(hermite_elements=self.hermite_elements, ridge=self.ridge, walls="none")
         inner.fit(_action_table(table))
-        S = table.state_axes
-        elements = tuple(1 if i in S else int(self.hermite_elements) for i in range(table.ndim))
-        self.hermite_ = HermiteSpace(table.lower, table.upper, elements, periodic=table.periodic)
-        const = np.array([1.0, 0.0, 1.0, 0.0])  # psi = 1 on one element: values 1, slopes 0
-        coef = np.ones(())
-        inner_coef = np.asarray(inner.coef_).reshape(inner.hermite_.shape)
-        for i in range(table.ndim):  # states come first in a TrackTable
-            coef = np.multiply.outer(coef, const) if i in S else coef
-        self.coef_ = np.multiply.outer(coef, inner_coef).reshape(self.hermite_.shape)
+        self.hermite_, self.coef_ = embed_constant_axes(inner.hermite_, inner.coef_, table.action_axes,
+                                                        table.lower, table.upper, table.periodic)
         self.beta_, self.ridge_, self.residual_, self.dt_ = inner.beta_, inner.ridge_, inner.residual_, table.dt
         self.settings_ = dict(inner.settings_, psi="velocity only")
-        self.grid_ = table.grid(default_result_elements(table, elements))
+        self.grid_ = table.grid(default_result_elements(table, self.hermite_.elements))
         self.n_transitions_ = getattr(inner, "n_transitions_", None)
         return self
 
 
-def make_estimator(family: str, elements, ridge: float, action_axes):
-    """A candidate estimator (unfitted): see the module docstring."""
-    if family == "velocity-only":
-        return VelocityPotentialEstimator(hermite_elements=elements, ridge=ridge)
-    n_s, n_a = elements
-    el = tuple(n_a if i in action_axes else n_s for i in range(2 * len(action_axes)))
-    return IncrementsEstimator(hermite_elements=el, ridge=ridge, drift_axes=list(action_axes), walls="none")
+def best_velocity_only(cv: dict, state_axes) -> tuple[int, float]:
+    """(elements per velocity axis, ridge) of the best CV candidate with psi constant in position."""
+    elements, score = np.asarray(cv["elements"]), np.asarray(cv["score"])
+    rows = [i for i in range(elements.shape[0]) if np.all(elements[i, list(state_axes)] == 0)]
+    if not rows:
+        return 2, 1e-2
+    i, j = max(((i, j) for i in rows for j in range(score.shape[1])), key=lambda ij: score[ij])
+    action = [a for a in range(elements.shape[1]) if a not in set(state_axes)]
+    return int(elements[i, action[0]]), float(cv["ridge"][j])
 
 
-def candidate_label(family, elements, ridge) -> str:
-    el = f"{elements[0]} x {elements[1]}" if isinstance(elements, tuple) else str(elements)
-    return f"{family} {el}, ridge {ridge:g}"
-
-
-@dataclass
-class Selection:
-    family: str
-    elements: object
-    ridge: float
-    scores: dict  # label -> mean CV log-likelihood (nats / transition)
-
-    @property
-    def label(self) -> str:
-        return candidate_label(self.family, self.elements, self.ridge)
-
-
-def select_model(train: TrackTable, candidates=CANDIDATES, folds=CV_FOLDS, seed=0, progress=None) -> Selection:
-    """Choose a candidate by K-fold CV over whole training tracks (best mean held-out log-likelihood)."""
-    fold = np.random.default_rng(seed).permutation(train.n_tracks) % folds
-    parts = [(train.select_tracks(np.flatnonzero(fold != f)), train.select_tracks(np.flatnonzero(fold == f)))
-             for f in range(folds)]
-    scores = {}
-    for fam, el, r in candidates:
-        total, n = 0.0, 0
-        for fit_part, val in parts:
-            est = make_estimator(fam, el, r, train.action_axes).fit(fit_part)
-            ll = fpirl_loglik(est, observed_transitions(val, "velocity"))
-            total, n = total + float(ll.sum()), n + ll.size
-        scores[candidate_label(fam, el, r)] = total / n
-        if progress is not None:
-            progress.update(1)
-    best = max(candidates, key=lambda c: scores[candidate_label(*c)])
-    return Selection(best[0], best[1], best[2], scores)
+def cv_summary(cv: dict) -> tuple[str, dict]:
+    """The chosen candidate's label and ``{label: best mean CV score over the ridges}``."""
+    labels, score = cv["labels"], np.asarray(cv["score"])
+    j = list(cv["ridge"]).index(cv["chosen_ridge"])
+    chosen = ",".join(map(str, cv["chosen_elements"]))
+    table = {f"{lab} (ridge {cv['ridge'][int(np.argmax(score[i]))]:g})": float(score[i].max())
+             for i, lab in enumerate(labels)}
+    return f"{chosen} (ridge {cv['ridge'][j]:g})", table
 
 
 def timed_fit(est, table):

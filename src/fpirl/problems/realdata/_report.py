@@ -71,10 +71,12 @@ NOTES = [
     "- **fpirl (increments)**: psi fitted from the velocity increments only, "
     "`a_{k+1} - a_k = -grad_a psi(s_k, a_k) dt + sqrt(2 dt / beta) xi`; the positions are kinematic "
     "(`s_{k+1} = s_k + a_{k+1} dt`), never the gradient of a potential, so their increments carry no "
-    "information on psi. Candidates (velocity-only psi(a), or joint psi(s, a) with n_s x n_a Hermite elements) "
-    "and the ridge are chosen by 3-fold cross-validation over whole training tracks with the held-out metric "
-    "itself. Velocity-only psi contains the persistent random walk (psi = c |a|^2), so fpirl can lose to it "
-    "only by estimation variance or by choosing a shape that does not generalise.",
+    "information on psi. This is `fpirl fit ... --action velocity` with its defaults: Hermite elements per "
+    "axis (candidates `n_x,n_y,n_vx,n_vy`; 0 position elements = psi constant in position) and the ridge are "
+    "chosen by 5-fold cross-validation over whole training tracks with the held-out increment log-likelihood "
+    "(the same ranking as the next-position metric). psi constant in position contains the persistent random "
+    "walk (psi = c |a|^2), so fpirl can lose to it only by estimation variance or by choosing a shape that "
+    "does not generalise.",
     "- **fpirl (density)**: the density estimator (cloud-in-cell snapshots + the weak form) fits the joint "
     "Fokker-Planck equation, in which positions would move by `-grad_s psi` plus diffusion with the same beta "
     "as the velocities. Kinematic positions violate that, so its beta and velocity drift are not the action "
@@ -124,7 +126,7 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
             f"| {r['fpirl'] - r['persistent_random_walk']:+.3f} ± {r['se_vs_prw']:.3f} "
             f"| {_fmt(r['mobility'])} ({r['mobility_degree']}) "
             f"| {_fmt(r['adequacy'])} [{_fmt(r['adequacy_lo'])}, {_fmt(r['adequacy_hi'])}] | {r['chosen']} "
-            f"| {r['fit_time']:.1f} (+{r['cv_time']:.1f} CV; density {r['density_time']:.1f}; "
+            f"| {r['fit_time']:.1f} (incl. CV; density {r['density_time']:.1f}; "
             f"mobility {r['mobility_time']:.1f}) |"
         )
     lines += ["", "## Against the baselines", ""]
