@@ -188,3 +188,18 @@ def test_readme_tracks_example(tmp_path, monkeypatch, capsys):
     assert "100500 observations, 500 tracks, 100000 transitions, dt=0.002" in capsys.readouterr().out
     assert main(runs[1]) == 0
     assert (tmp_path / "tracks_result.png").stat().st_size > 0
+
+
+def test_noise_correction_lag_option():
+    """``--noise-correction`` alone is lag 1, ``--noise-correction 2`` for differenced velocities; other
+    values are a usage error."""
+    from fpirl.cli import build_parser
+
+    base = ["fit", "t.csv", "-o", "r.nc", "--track", "id", "--time", "t", "--state", "x"]
+    parse = build_parser().parse_args
+    assert parse(base + ["--noise-correction"]).noise_correction == 1
+    assert parse(base + ["--noise-correction", "2"]).noise_correction == 2
+    assert parse(base).noise_correction is None
+    from fpirl.cli import main
+
+    assert main(base + ["--noise-correction", "9"]) == 2

@@ -85,12 +85,20 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     table.add_argument("--drift-axes", metavar="all|actions|NAMES",
                        help="increments estimator: axes whose increments are regressed (default: the action "
                        "axes with --action velocity, whose position increments are kinematic; else all)")
-    table.add_argument("--noise-correction", action="store_true", default=None,
-                       help="increments estimator: correct psi and beta for localisation noise in the positions")
+    table.add_argument("--noise-correction", metavar="LAG", nargs="?", const=1, type=_lag, default=None,
+                       help="increments estimator: correct psi and beta for localisation noise (alone: lag 1, "
+                       "for observed coordinates; 2 for velocities differenced from noisy positions)")
 
 
 _TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "stride", "estimator", "drift_axes",
                   "noise_correction")
+
+
+def _lag(text: str) -> int:
+    value = int(text) if text.strip().isdigit() else -1
+    if not 0 <= value <= 5:
+        raise argparse.ArgumentTypeError(f"expected a lag 0..5, got {text!r}")
+    return value
 
 
 def _flag(key: str) -> str:
@@ -226,7 +234,11 @@ def _fit_table(args, out) -> int:
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     elements = ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
-    chosen = "chosen by cross-validation" if n_h in (None, "auto") else "fixed"
+    chosen = {"cv": "chosen by cross-validation", "rule": "by the documented rule"}.get(
+        est.settings_.get("hermite_selection"), "fixed")
+    constant = est.settings_.get("psi_constant_along")
+    if constant:
+        chosen += f"; psi constant along {constant}"
     print(
         f"fpirl fit: {tracks.n_obs} observations, {tracks.n_tracks} tracks, {len(tracks.pairs()[0])} transitions, "
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
