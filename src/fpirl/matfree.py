@@ -55,6 +55,7 @@ from typing import Iterator
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from ._errors import FpirlInputError
 from ._tensor import apply_along_axes
@@ -70,6 +71,7 @@ DEFAULT_CHUNK_BYTES = 1 << 28
 #: threads for the passes over the data (the elementwise loops release the GIL)
 _THREADS = min(2, os.cpu_count() or 1)
 _SLAB_BYTES = 1 << 20
+_SPARSE_PATTERN_BYTES = 1 << 29
 
 
 class StreamingSnapshots:
@@ -305,18 +307,21 @@ class NormalOperator:
         sub = "".join(chr(ord("a") + b) for b in range(len(tail)))
         expr = f"{sub}k,{sub}k->{sub}"
 
+        r_all = self._residuals_sparse(U, P)
+
         def work(part):
             r = np.empty(tail + (K,))
             tmp = np.empty_like(r)
             for slab in part:
-                r.fill(0.0)
-                views = []
-                for idx in self._shifts:
-                    view = P[tuple(s + i for s, i in zip(slab, idx[:lead]))
-                             + tuple(slice(i, i + n) for i, n in zip(idx[lead:], tail))]
-                    views.append(view)
-                    np.multiply(view, U[self._key(idx, slab)][..., None], out=tmp)
-                    r += tmp
+                views = [P[tuple(s + i for s, i in zip(slab, idx[:lead]))
+                           + tuple(slice(i, i + n) for i, n in zip(idx[lead:], tail))] for idx in self._shifts]
+                if r_all is not None:
+                    r = r_all[slab]
+                else:
+                    r.fill(0.0)
+                    for idx, view in zip(self._shifts, views):
+                        np.multiply(view, U[self._key(idx, slab)][..., None], out=tmp)
+                        r += tmp
                 for idx, view in zip(self._shifts, views):
                     W[self._key(idx, slab)] += np.einsum(expr, r, view)
 
@@ -326,6 +331,30 @@ class NormalOperator:
             return
         with ThreadPoolExecutor(n_threads) as pool:
             list(pool.map(work, [slabs[t::n_threads] for t in range(n_threads)]))
+
+    def _residuals_sparse(self, U: np.ndarray, P: np.ndarray):
+        """All ``r_k = sum_l shift_l(pbar_k) U[l]`` as one sparse-times-dense product, or None.
+
+        The band ``U`` is a sparse ``n_nodes x n_padded`` matrix with ``3^d`` entries per row (the
+        column pattern is fixed and cached); scipy's compiled CSR product then replaces ``3^d``
+        elementwise passes (2-3x less CPU). Used while the cached pattern stays under
+        ``_SPARSE_PATTERN_BYTES``.
+        """
+        d, shape, K = self.d, self.shape, P.shape[-1]
+        n_band = 3**d * self.grid.size
+        if 4 * n_band > _SPARSE_PATTERN_BYTES:
+            return None
+        pshape = P.shape[:-1]
+        if getattr(self, "_pattern", None) is None or self._pattern[0] != pshape:
+            j = np.indices(shape).reshape(d, -1)
+            cols = np.stack([np.ravel_multi_index(tuple(j[b] + idx[b] for b in range(d)), pshape)
+                             for idx in self._shifts], axis=1).astype(np.int32)
+            self._pattern = (pshape, cols.ravel(), np.arange(0, n_band + 1, 3**d))
+        _, cols, indptr = self._pattern
+        # U[l_1, j_1, ..., l_d, j_d] -> data[(j_1..j_d), (l_1..l_d)]
+        data = U.transpose(list(range(1, 2 * d, 2)) + list(range(0, 2 * d, 2))).ravel()
+        B = scipy.sparse.csr_matrix((data, cols, indptr), shape=(self.grid.size, int(np.prod(pshape))))
+        return (B @ P.reshape(-1, K)).reshape(shape + (K,))
 
     def _right_hand_sides(self) -> NormalEquations:
         d = self.d
