@@ -232,3 +232,28 @@ def test_bootstrap_agrees_with_posterior_and_runs_in_parallel():
     assert lo < est.beta_ < hi
     with pytest.raises(FpirlInputError, match="trajectory table"):
         estimate_uncertainty(est, "bootstrap", None)
+
+
+def test_posterior_of_a_fit_constant_along_undriven_axes():
+    """drift only on the action axis: psi (and its std) constant along the state axis."""
+    from fpirl.uncertainty import estimate_uncertainty
+
+    rng = np.random.default_rng(3)
+
+    def grad(x):
+        return np.stack([np.zeros(len(x)), 0.5 * np.pi * np.sin(np.pi * x[:, 1])], -1)
+
+    paths = sample_sde(grad, 2.0, rng.uniform(-1, 1, (60, 2)), 0.01, 40, rng, [-1.0, -1.0], [1.0, 1.0], "periodic")
+    tracks = table_from_paths(paths, 0.01, ["s", "a"], ["state", "action"], [-1.0, -1.0], [1.0, 1.0], "periodic")
+    est = IncrementsEstimator(hermite_elements="auto", drift_axes=[1]).fit(tracks)
+    if len(est.fit_axes_) == 2:
+        pytest.skip("the CV kept psi varying along the state axis")
+    post = increments_posterior(est)
+    std = post.potential_std(est.grid_.coords)
+    assert np.all(std > 0) and np.ptp(std, axis=0).max() < 1e-12 * std.max()
+    draws = post.sample(4, 0)
+    for d in draws:  # every draw is constant along the state axis too
+        psi = est.hermite_.evaluate_grid(d[:-1].reshape(est.hermite_.shape), est.grid_.coords)
+        assert np.ptp(psi, axis=0).max() < 1e-10
+    with pytest.raises(FpirlInputError, match="posterior"):
+        estimate_uncertainty(est, "bootstrap", tracks)

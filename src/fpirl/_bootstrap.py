@@ -40,6 +40,10 @@ def resample_tracks(tracks: TrackTable, chosen) -> TrackTable:
 def refit_params(est) -> dict:
     """Constructor arguments reproducing ``est`` at its fitted resolution and ridge, without progress."""
     params = {k: getattr(est, k) for k in inspect.signature(type(est)).parameters if hasattr(est, k)}
+    kept = tuple(getattr(est, "fit_axes_", range(est.hermite_.ndim)))
+    if len(kept) < est.hermite_.ndim:
+        raise FpirlInputError("the bootstrap refits at a fixed resolution, which cannot keep psi constant along "
+                              "axes the fit left out; use --uncertainty posterior")
     params["hermite_elements"] = tuple(int(e) for e in est.hermite_.elements)
     if "fe_elements" in params:
         params["fe_elements"] = tuple(int(e) for e in est.grid_.elements)

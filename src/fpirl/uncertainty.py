@@ -235,15 +235,16 @@ def density_posterior(est) -> CoefficientPosterior:
 def increments_posterior(est) -> CoefficientPosterior:
     """Closed-form posterior of a fitted :class:`~fpirl.estimators.IncrementsEstimator` (module doc).
 
-    Uses the estimator's normal equations ``system_`` (:class:`~fpirl.estimators._assembly.IncrementSystem`),
-    ``ridge_``, ``beta_`` and ``dt_``. The velocity rows have variance ``2 / (beta dt)``; with beta
-    estimated, ``gamma = 1/beta`` gets the independent chi-square interval
-    ``var(gamma) = 2 gamma^2 / n_rows``.
+    Uses the estimator's normal equations ``system_`` (:class:`~fpirl.estimators._assembly.IncrementSystem`,
+    in the space ``fit_space_`` of the axes ``fit_axes_`` psi varies along), ``ridge_``, ``beta_``
+    and ``dt_``. The velocity rows have variance ``2 / (beta dt)``; with beta estimated,
+    ``gamma = 1/beta`` gets the independent chi-square interval ``var(gamma) = 2 gamma^2 / n_rows``.
+    The factor is mapped to ``hermite_`` (psi constant along the other axes) exactly.
     """
     system = getattr(est, "system_", None)
     if system is None:
         raise FpirlInputError(f"{type(est).__name__} keeps no normal equations (system_): no closed-form posterior")
-    h = est.hermite_
+    h = getattr(est, "fit_space_", None) or est.hermite_
     n = h.n_coef
     A = system.A
     m = h.mean_functional().ravel()
@@ -252,13 +253,31 @@ def increments_posterior(est) -> CoefficientPosterior:
     gamma = 1.0 / float(est.beta_)
     sigma2 = 2.0 * gamma / float(est.dt_)
     F = _conditioned_factor(K, n, h, mu, sigma2)
+    if h is not est.hermite_:
+        F = np.vstack([_embed_columns(F[:-1], h, tuple(getattr(est, "fit_axes_", range(h.ndim))), est.hermite_),
+                       F[-1:]])
     estimated = bool(est.settings_.get("beta_estimated", 0))
     if estimated:
-        col = np.zeros((n + 1, 1))
+        col = np.zeros((F.shape[0], 1))
         col[-1, 0] = gamma * np.sqrt(2.0 / system.n_rows)
         F = np.hstack([F, col])
-    return CoefficientPosterior(h, np.asarray(est.coef_, dtype=float).ravel(), gamma, F, method="posterior",
-                                noise_variance=sigma2, beta_estimated=estimated)
+    return CoefficientPosterior(est.hermite_, np.asarray(est.coef_, dtype=float).ravel(), gamma, F,
+                                method="posterior", noise_variance=sigma2, beta_estimated=estimated)
+
+
+def _embed_columns(F: np.ndarray, space: HermiteSpace, kept, full: HermiteSpace) -> np.ndarray:
+    """Columns of coefficients of ``space`` (axes ``kept`` of ``full``) as coefficients of ``full``,
+    constant along the other axes (value dofs 1, slope dofs 0 on their single Hermite element)."""
+    out = F.T.reshape((F.shape[1],) + space.shape)
+    const = np.array([1.0, 0.0, 1.0, 0.0])
+    for i in range(full.ndim):
+        if i not in kept:
+            if full.shape[i] != const.size:
+                raise FpirlInputError(f"axis {i}: psi is constant there but its Hermite axis has {full.shape[i]} dofs")
+            shape = [1] * (out.ndim + 1)
+            shape[i + 1] = const.size
+            out = np.expand_dims(out, i + 1) * const.reshape(shape)
+    return out.reshape(F.shape[1], -1).T
 
 
 def posterior(est, snapshots=None) -> CoefficientPosterior:
@@ -363,86 +382,5 @@ def samples_posterior(est, samples: np.ndarray, method: str = "bootstrap") -> Co
                                 beta_estimated=bool(est.settings_.get("beta_estimated", 0)))
 
 
-# --------------------------------------------------------------------------------------------
-# derived quantities
-# --------------------------------------------------------------------------------------------
-def credible_bands(post: CoefficientPosterior, grid, dt: float, gamma: float | None = None,
-                   n_samples: int = DEFAULT_SAMPLES, rng=0, quantiles=BAND_QUANTILES, progress: bool = False) -> dict:
-    """Pointwise 5%/95% bands of the policy and reward from posterior draws of ``[theta; 1/beta]``.
-
-    Every draw is pushed through the MDP recovery (eqs. boltzmann_policy, gaussian_transition,
-    inverse_bellman; :func:`fpirl.mdp.recover_mdp`) with its own beta. Returns nodal arrays
-    ``policy_lower``, ``policy_upper``, ``reward_lower``, ``reward_upper`` (empty dict when the
-    grid lacks state or action axes).
-    """
-    from tqdm.auto import tqdm
-
-    from .mdp import DEFAULT_GAMMA, recover_mdp
-
-    if not (grid.state_axes and grid.action_axes):
-        return {}
-    draws = post.sample(int(n_samples), rng)
-    h = post.hermite
-    n = h.n_coef
-    policy = np.empty((len(draws),) + grid.shape)
-    reward = np.empty_like(policy)
-    disc = DEFAULT_GAMMA if gamma is None else gamma
-    keep = np.ones(len(draws), dtype=bool)
-    for s, draw in enumerate(tqdm(draws, desc="credible bands", disable=not progress, leave=False)):
-        g = draw[n]
-        if not g > 0:  # a draw of 1/beta that is not positive has no MDP
-            keep[s] = False
-            continue
-        coef = draw[:n].reshape(h.shape)
-        psi = h.evaluate_grid(coef, grid.coords)
-        mdp = recover_mdp(grid, psi, h.gradient_grid(coef, grid.coords, grid.state_axes), 1.0 / g, dt, disc)
-        policy[s], reward[s] = mdp.policy, mdp.reward
-    if np.count_nonzero(keep) < 2:
-        raise FpirlInputError("fewer than two posterior draws have a positive 1/beta: no bands")
-    out = {}
-    for name, arr in (("policy", policy[keep]), ("reward", reward[keep])):
-        lo, hi = np.quantile(arr, quantiles, axis=0)
-        out[f"{name}_lower"], out[f"{name}_upper"] = lo, hi
-    return out
-
-
-def uncertainty_extra(est, post: CoefficientPosterior | None, dt: float, gamma: float | None = None,
-                      n_samples: int = DEFAULT_SAMPLES, rng=0, progress: bool = False) -> dict:
-    """Variables and attrs for :func:`fpirl.io.result_dataset` (its ``extra``) from a posterior.
-
-    ``potential_std`` (nodal posterior std of the zero-mean psi), ``policy_lower``/``policy_upper``
-    and ``reward_lower``/``reward_upper`` (5%/95%, when the MDP is recovered), and the attrs
-    ``uncertainty`` (method), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
-    ``beta_upper`` (5%/95%). ``post=None`` gives ``{'uncertainty': 'none'}``.
-    """
-    import xarray as xr
-
-    if post is None:
-        return {"uncertainty": "none"}
-    grid = est.grid_
-    dims = grid.names
-    out = {"uncertainty": post.method}
-    out["potential_std"] = xr.DataArray(post.potential_std(grid.coords), dims=dims, attrs={
-        "long_name": "posterior std of the zero-mean potential psi", "method": post.method})
-    bands = credible_bands(post, grid, dt, gamma, n_samples, rng, progress=progress)
-    for key, value in bands.items():
-        what, side = key.split("_")
-        q = BAND_QUANTILES[0] if side == "lower" else BAND_QUANTILES[1]
-        out[key] = xr.DataArray(value, dims=dims, attrs={"long_name": f"{q:.0%} pointwise credible bound of the {what}",
-                                                         "method": post.method})
-    if bands:
-        out["uncertainty_samples"] = int(len(post.samples) if post.samples is not None else n_samples)
-    if post.beta_estimated:
-        out["beta_lower"], out["beta_upper"] = post.beta_interval()
-        if post.beta_coarse is not None:
-            out["beta_coarse"] = post.beta_coarse
-    return out
-
-
-def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = None, *, n_samples: int | None = None,
-                    scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False) -> dict:
-    """What ``fpirl fit --uncertainty METHOD`` adds to the result (:func:`estimate_uncertainty`
-    then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none."""
-    post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
-                                n_jobs=n_jobs, progress=progress)
-    return uncertainty_extra(est, post, dt, gamma, n_samples or DEFAULT_SAMPLES, rng, progress)
+# the result-file side (bands, extra variables) lives in a private module; public names re-exported
+from ._bands import credible_bands, fit_uncertainty, uncertainty_extra  # noqa: E402
