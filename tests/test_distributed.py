@@ -138,7 +138,8 @@ def test_cv_candidates_as_tasks_equal_direct_assembly(rng):
     vel = rng.normal(size=(2000, 1))
     folds = rng.integers(0, 3, 2000)
     with dask_client("local", n_workers=2, processes=False) as client:
-        got = candidate_fold_systems([-1.0], [1.0], True, pts, vel, [0], folds, 3, [2, 4, 6], scheduler=client)
+        got = candidate_fold_systems([-1.0], [1.0], True, pts, vel, [0], folds, 3, [(2,), (4,), (6,)],
+                                     scheduler=client)
     for e, systems in zip([2, 4, 6], got):
         ref = assemble_increments(HermiteSpace([-1.0], [1.0], e, True), pts, vel, [0], folds, 3)
         assert len(systems) == 3

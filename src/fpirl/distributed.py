@@ -276,16 +276,18 @@ def _add_systems(a, b):
 
 def _fold_task(elements, lower, upper, periodic, points, velocity, drift_axes, fold_of_row, n_folds, row_weights):
     from .estimators._assembly import assemble_increments
-    from .hermite import HermiteSpace
+    from .estimators.selection import candidate_space
 
-    space = HermiteSpace(lower, upper, elements, periodic)
-    return assemble_increments(space, points, velocity, drift_axes, fold_of_row, n_folds, row_weights)
+    space, kept = candidate_space(lower, upper, periodic, elements)  # axes with 0 elements left out
+    return assemble_increments(space, points[:, kept], velocity, [kept.index(a) for a in drift_axes], fold_of_row,
+                               n_folds, row_weights)
 
 
 def candidate_fold_systems(lower, upper, periodic, points, velocity, drift_axes, fold_of_row, n_folds, candidates,
                            row_weights=None, *, scheduler=None, n_jobs=None, progress=False) -> list:
-    """Per candidate resolution, the per-fold normal equations of the increments regression
-    (the cross-validation of :mod:`fpirl.estimators.selection`), one task per candidate."""
+    """Per candidate resolution (one tuple of elements per axis), the per-fold normal equations of the
+    increments regression (the cross-validation of :mod:`fpirl.estimators.selection`), one task per
+    candidate."""
     return run_tasks(_fold_task, list(candidates), scheduler=scheduler, n_jobs=n_jobs, progress=progress,
                      desc="CV candidates", shared=(lower, upper, periodic, points, velocity, list(drift_axes),
                                                    fold_of_row, n_folds, row_weights))
