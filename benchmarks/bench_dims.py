@@ -61,9 +61,12 @@ def plot(results, path):
             for r in rows:
                 ax.annotate(label(r), (r["d"], r[key]), textcoords="offset points", xytext=(4, 4), fontsize=7)
             ax.set_xlabel("dimension d (nodes per axis annotated)")
+            ax.set_xticks(range(2, 7))
             ax.set_ylabel(unit)
     axes[0].legend()
-    fig.suptitle("fpirl fit: separable periodic psi, 3 Hermite elements/axis, 20 snapshots")
+    loads = [r["load_1min"] for r in results]
+    fig.suptitle("fpirl fit: separable periodic psi, 3 Hermite elements/axis, 20 snapshots "
+                 f"(2 shared cores, load {min(loads):.0f}-{max(loads):.0f})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
