@@ -95,6 +95,19 @@ def test_streaming_reads_chunks_only(rng):
     assert np.abs(est.coef_ - ref.coef_).max() <= 1e-8 * np.abs(ref.coef_).max()
 
 
+def test_fit_from_a_lazily_opened_density_file(rng, tmp_path):
+    from fpirl.io import write_density
+
+    s = smooth_data(rng, 2, (9, 8), "periodic")
+    path = write_density(tmp_path / "d.nc", s)
+    stream = StreamingSnapshots.open(path)
+    assert not isinstance(stream.values, np.ndarray)  # read chunk by chunk
+    est = PotentialEstimator(hermite_elements=2, beta=3.0, cg_tol=1e-12).fit(stream)
+    ref = PotentialEstimator(hermite_elements=2, beta=3.0, solver="assembled").fit(s)
+    assert est.solver_ == "matrix-free"
+    assert np.abs(est.coef_ - ref.coef_).max() <= 1e-8 * np.abs(ref.coef_).max()
+
+
 def test_streaming_validates_chunks():
     g = Grid([-1.0, -1.0], [1.0, 1.0], 4)
     bad = np.ones((3,) + g.shape)

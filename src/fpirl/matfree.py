@@ -105,6 +105,27 @@ class StreamingSnapshots:
     def from_snapshots(cls, snapshots: DensitySnapshots) -> "StreamingSnapshots":
         return cls(snapshots.grid, snapshots.times, snapshots.values)
 
+    @classmethod
+    def open(cls, path) -> "StreamingSnapshots":
+        """A density dataset (netCDF, the format of :func:`fpirl.io.read_density`) opened lazily:
+        only the coordinates are read now, the ``density`` variable chunk by chunk later."""
+        from pathlib import Path
+
+        import xarray as xr
+
+        from ._files import check_readable, grid_from_dataset
+
+        path = Path(path)
+        check_readable(path)
+        try:
+            ds = xr.open_dataset(path)
+        except Exception as exc:  # netCDF4/HDF5 raise many types for unreadable files
+            raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {type(exc).__name__}") from None
+        if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
+            raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
+        grid = grid_from_dataset(ds, "density", leading=("time",))
+        return cls(grid, np.asarray(ds["time"].values, dtype=float), ds["density"].variable)
+
     @property
     def dt(self) -> float:
         return float(self.times[1] - self.times[0])
