@@ -10,7 +10,7 @@ from scipy.interpolate import RegularGridInterpolator
 from ._errors import FpirlInputError
 from .density import DensitySnapshots
 from .grid import Grid
-from .io import FittedModel, model_from_result
+from .io import FittedModel, model_from_result  # noqa: F401 (model_from_result: re-exported, it lived here)
 from .mdp import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
 from .metrics import kl_divergence
 from .simulate import mdp_density_map

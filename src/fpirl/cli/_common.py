@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from .._errors import FpirlInputError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ...grid import Grid
 from ._evaluate import FitOutcome, _Truth
 from ._spec import ExperimentSpec
 
