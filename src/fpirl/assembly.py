@@ -37,6 +37,8 @@ moment ``Z[j, l] = sum_k h_k[j] bar p_k[j + l]`` in the same way. All 1-D integr
 from __future__ import annotations
 
 import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +54,7 @@ from .quadrature import composite_rule, merged_breakpoints
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
 OFFSETS_S = (-2, -1, 0, 1, 2)  # n' - n for two density nodes under one test function
+_THREADS = min(2, os.cpu_count() or 1)
 
 
 def _shift(a: np.ndarray, shift: int, axis: int, periodic: bool) -> np.ndarray:
@@ -289,6 +292,17 @@ def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndar
     return pbar, (values[1:] - values[:-1]) / dt
 
 
+def _threaded(work, items) -> None:
+    """``work(part)`` on interleaved parts of ``items`` in up to two threads (numpy's einsum loops
+    release the GIL; BLAS calls elsewhere already use both cores)."""
+    n = min(_THREADS, len(items))
+    if n <= 1:
+        work(items)
+        return
+    with ThreadPoolExecutor(n) as pool:
+        list(pool.map(work, [items[t::n] for t in range(n)]))
+
+
 def _padded_last(pbar: np.ndarray, periodic: bool, halo: int) -> tuple[np.ndarray, np.ndarray]:
     """``(Q, Qp)``: snapshots moved to the last axis, and the same padded by ``halo`` nodes per axis."""
     d = pbar.ndim - 1
@@ -308,11 +322,14 @@ def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: 
     d = len(shape)
     sub = "".join(chr(ord("a") + b) for b in range(d - 1))
     expr = f"{sub}k,{sub}k->{sub}"
-    for a in range(shape[0]):
-        la = left[a]
-        for idx in offsets:
-            sl = (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
-            out[idx + (a,)] = np.einsum(expr, la, right_padded[sl])
+    def work(slices):
+        for a in slices:
+            la = left[a]
+            for idx in offsets:
+                sl = (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
+                out[idx + (a,)] = np.einsum(expr, la, right_padded[sl])
+
+    _threaded(work, list(range(shape[0])))
 
 
 def _interleave(M: np.ndarray, d: int, width: int) -> np.ndarray:
