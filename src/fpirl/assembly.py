@@ -215,10 +215,11 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     needs 5 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
     dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
 
-    Layout: each state is a matrix ``(5 n_b, rest)`` with the axis being contracted first; all
-    tables applied to one state are stacked, so an axis costs three GEMMs
-    ``[V; V'; V''] (r x 5 n_b) @ X (5 n_b x rest)`` with long rows (one multithreaded BLAS call
-    each), followed by a transposed copy that moves the finished pair index to the end.
+    Layout: the axes are contracted from the last to the first; each state is a 3-D array
+    ``(L, 5 n_b, R)`` (``L`` the axes still to come, ``R`` the finished pair indices), and all
+    tables applied to one state are stacked, so an axis costs three (batched) GEMMs
+    ``[V; V'; V''] (r x 5 n_b) @ X[l] (5 n_b x R)``. The states of the next axis are strided views
+    of the result (BLAS takes them through the leading dimension): no transposes, no copies.
 
     Returns
     -------
@@ -227,28 +228,33 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     """
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
-    t0, tf, td = S.reshape(shape[0], -1), None, None
+    t0, tf, td = S.reshape(-1, shape[-1], 1), None, None
     del S  # with the caller's reference gone, the moment is freed after the first axis
-    for b in range(d):
+
+    def apply(m, x):
+        """``m`` along the middle axis of ``x (L, K, R)``: one GEMM, or a batch of GEMMs on views."""
+        if x.shape[2] == 1:
+            return (x.reshape(x.shape[0], x.shape[1]) @ m.T).reshape(x.shape[0], m.shape[0], 1)
+        return np.matmul(m, x)
+
+    for b in range(d - 1, -1, -1):
         v = {k: m[rows[b]] for k, m in vtables[b].items()}
-        r, last = rows[b].size, b == d - 1
-        # rows of y: [done | first mark placed | no mark], from the three incoming states
-        y = np.vstack([0.5 * v[(1, 1)]] + ([] if last else [v[(1, 0)], v[(0, 0)]])) @ t0
+        r, last = rows[b].size, b == 0
+        # rows of y: [both marks | one mark | no mark], from the three incoming states
+        y = apply(np.vstack([0.5 * v[(1, 1)]] + ([] if last else [v[(1, 0)], v[(0, 0)]])), t0)
         del t0
         if tf is not None:
-            _gemm_add(np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])), tf, y[: (1 if last else 2) * r])
+            y[:, : (1 if last else 2) * r] += apply(np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])), tf)
         del tf
         if td is not None:
-            _gemm_add(v[(0, 0)], td, y[:r])
+            y[:, :r] += apply(v[(0, 0)], td)
         del td
-        outs = [np.ascontiguousarray(y[i * r : (i + 1) * r].T) for i in range(len(y) // r)]  # pair index last
-        del y
-        if last:
-            td = outs[0]
+        if not last:  # views (no copies): the next axis sits just before the finished pair indices
+            nxt = (y.shape[0] // shape[b - 1], shape[b - 1], -1)
+            td, tf, t0 = (y[:, i * r : (i + 1) * r].reshape(nxt) for i in range(3))
         else:
-            nxt = shape[b + 1]
-            td, tf, t0 = (o.reshape(nxt, -1) for o in outs)
-        del outs
+            td = y
+        del y
         if progress is not None:
             progress.update(1)
     td = td.reshape(tuple(r.size for r in rows))  # (r_0, ..., r_{d-1})
