@@ -42,7 +42,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg.blas import dgemm
 from tqdm.auto import tqdm
 
 from ._errors import FpirlInputError
@@ -198,13 +197,6 @@ def placement_contraction(X: np.ndarray, tables, n_marks: int, progress=None) ->
 def _nonzero_rows(v: dict) -> np.ndarray:
     """Rows ``(i, i')`` of the 1-D pair tables that are not identically zero (overlapping supports)."""
     return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
-
-
-def _gemm_add(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out += a @ b`` in place (BLAS ``beta = 1``, no temporary), for C-contiguous operands."""
-    res = dgemm(1.0, b.T, a.T, beta=1.0, c=out.T, overwrite_c=True)
-    if not np.shares_memory(res, out):  # pragma: no cover - BLAS could not work in place
-        out += res.T
 
 
 def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
