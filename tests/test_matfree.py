@@ -143,3 +143,21 @@ def test_recovery_in_five_dimensions():
     # error is the FE discretisation's): the bound leaves room for rounding only
     assert problem.error(est) < 0.16
     assert est.residual_ < 0.5
+
+
+def test_cli_fit_solver_option(rng, tmp_path, cli):
+    from fpirl.io import read_result, write_density
+
+    s = smooth_data(rng, 2, (9, 8), "periodic")
+    data = write_density(tmp_path / "d.nc", s)
+    coef = {}
+    for solver in ("assembled", "matrix-free"):
+        out = tmp_path / f"{solver}.nc"
+        proc = cli("fit", data, "-o", out, "--beta", "3", "--hermite-elements", "2", "--solver", solver, "--no-progress")
+        assert proc.returncode == 0, proc.stderr
+        ds = read_result(out)
+        assert ds.attrs["solver_solver"] == solver
+        coef[solver] = ds["hermite_coefficients"].values
+    assert np.abs(coef["matrix-free"] - coef["assembled"]).max() <= 1e-6 * np.abs(coef["assembled"]).max()
+    cli.assert_input_error(cli("fit", data, "-o", tmp_path / "x.nc", "--beta", "3", "--solver", "matrix-free",
+                               "--ridge", "gcv", "--no-progress"), "gcv")

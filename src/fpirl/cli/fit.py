@@ -65,6 +65,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "default midpoint)")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
                    help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
+    p.add_argument("--solver", choices=("auto", "assembled", "matrix-free"), default=None,
+                   help="density data: 'assembled' normal matrix, or 'matrix-free' conjugate gradients for "
+                   "5-D/6-D grids (default auto: chosen by the memory the assembled path would need)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     table = p.add_argument_group("trajectory tables (CSV/Parquet, one row per observation; docs/formats.md)")
     table.add_argument("--track", metavar="COL", help="column with the track ids (required for tables)")
@@ -144,6 +147,7 @@ def _fit_density(args, out) -> int:
         time_scheme=args.time_scheme or "midpoint",
         quadrature_points=args.quadrature_points or 3,
         progress=_progress(args),
+        solver=args.solver or "auto",
     )
     est.fit(snapshots)
     from ..workflows import recover_mdp_from_fit
@@ -172,7 +176,7 @@ def _estimator_params(args, cls, tracks) -> dict:
     params = {"hermite_elements": "auto" if args.hermite_elements is None else args.hermite_elements,
               "beta": args.beta, "progress": _progress(args)}
     optional = {"ridge": args.ridge, "time_scheme": args.time_scheme, "quadrature_points": args.quadrature_points,
-                "noise_correction": args.noise_correction}
+                "noise_correction": args.noise_correction, "solver": args.solver}
     if args.drift_axes is not None:
         spec = args.drift_axes.strip()
         optional["drift_axes"] = {"all": None, "actions": tracks.action_axes}.get(
