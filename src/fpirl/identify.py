@@ -117,6 +117,9 @@ class PotentialEstimator:
         Scale every snapshot to unit mass before fitting (FP dynamics conserve mass).
     progress : bool
         Show a tqdm progress bar.
+    scheduler : None, 'local', 'tcp://HOST:PORT' or dask.distributed.Client
+        Assemble the normal equations as a map-reduce over snapshot chunks on Dask
+        (:func:`fpirl.distributed.accumulate_normal_equations`; same result to rounding).
     solver : {'auto', 'assembled', 'matrix-free'}
         ``'assembled'`` forms the normal matrix by sum factorisation (:mod:`fpirl.assembly`) and
         solves it by Cholesky; ``'matrix-free'`` only applies it (:mod:`fpirl.matfree`) and solves
@@ -162,6 +165,7 @@ class PotentialEstimator:
         progress=False,
         solver="auto",
         cg_tol=1e-10,
+        scheduler=None,
     ):
         self.hermite_elements = hermite_elements
         self.beta = beta
@@ -171,6 +175,7 @@ class PotentialEstimator:
         self.quadrature_points = quadrature_points
         self.normalize = normalize
         self.progress = progress
+        self.scheduler = scheduler
         self.solver = solver
         self.cg_tol = cg_tol
 
@@ -231,6 +236,11 @@ class PotentialEstimator:
         if self.normalize:
             snapshots = snapshots.normalized()
         ne = normal_equations
+        if ne is None and self.scheduler is not None:
+            from .distributed import accumulate_normal_equations
+
+            ne = accumulate_normal_equations(snapshots, hermite, scheduler=self.scheduler, time_scheme=self.time_scheme,
+                                             quadrature_points=self.quadrature_points, progress=self.progress)
         if ne is None:
             ne = assemble_normal_equations(
                 snapshots, hermite, time_scheme=self.time_scheme,

@@ -309,14 +309,33 @@ def _draw_cv_curve(ax, result):
     ax.legend(fontsize=7)
 
 
+def _draw_band(ax, result, key: str, grid: Grid) -> None:
+    """Shade the uncertainty of a 1-D panel: ``potential +- 1.645 potential_std`` (90%) or the
+    ``<key>_lower`` .. ``<key>_upper`` band, when the result has them."""
+    if key == "potential" and "potential_std" in result.data_vars:
+        mid = np.asarray(result["potential"].values, dtype=float)
+        half = 1.645 * np.asarray(result["potential_std"].values, dtype=float)
+        lo, hi = mid - half, mid + half
+    elif f"{key}_lower" in result.data_vars and f"{key}_upper" in result.data_vars:
+        lo, hi = result[f"{key}_lower"].values, result[f"{key}_upper"].values
+    else:
+        return
+    ax.fill_between(grid.axes[0].nodes, lo, hi, alpha=0.3, label="90% band")
+    ax.legend(fontsize=7)
+
+
 def plot_result(result, path) -> Path:
     """Plot a result dataset: potential, policy and reward (whichever are present).
 
     1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes).
-    The Q-value is not drawn separately (it is ``-psi``).
+    The Q-value is not drawn separately (it is ``-psi``). With uncertainty variables
+    (``potential_std``, ``<field>_lower``/``_upper``): a 90% band in 1-D, otherwise a map of
+    ``potential_std`` as one more panel; beta's interval in the title.
     """
     grid = grid_from_dataset(result, "potential")
     panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
+    if grid.ndim >= 2 and "potential_std" in result.data_vars:  # 1-D: a band on the potential instead
+        panels.append(("potential_std", "posterior std of $\\psi$", "cividis"))
     has_cv = "cv_score" in result.data_vars  # track fits with automatic resolution
     n_panels = len(panels) + int(has_cv)
     w, h = _panel_size(grid)
@@ -327,6 +346,8 @@ def plot_result(result, path) -> Path:
     for ax, (key, title, cmap) in zip(axes, panels):
         values = np.asarray(result[key].transpose(*grid.names).values)
         _draw_field(fig, ax, grid, values, title, cmap=cmap)
+        if grid.ndim == 1:
+            _draw_band(ax, result, key, grid)
     if has_cv:
         _draw_cv_curve(axes[len(panels)], result)
     for ax in axes[n_panels:]:
@@ -335,6 +356,8 @@ def plot_result(result, path) -> Path:
     sup = f"fpirl result: {grid!r}"
     if beta is not None:
         sup += f", beta = {float(beta):.4g}"
+        if "beta_lower" in result.attrs and "beta_upper" in result.attrs:
+            sup += f"\n90% interval of beta: [{float(result.attrs['beta_lower']):.4g}, {float(result.attrs['beta_upper']):.4g}]"
     fig.suptitle(sup, fontsize=9)
     return _save(fig, path)
 

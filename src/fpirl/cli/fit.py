@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
 import re
 
 import numpy as np
@@ -69,6 +70,17 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="density data: 'assembled' normal matrix, or 'matrix-free' conjugate gradients for "
                    "5-D/6-D grids (default auto: chosen by the memory the assembled path would need)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    unc = p.add_argument_group("uncertainty and scale-out (docs/method.md, docs/cluster.md)")
+    unc.add_argument("--uncertainty", choices=("posterior", "bootstrap", "none"), default="posterior",
+                     help="posterior (default): closed-form Bayesian posterior of psi (and beta); bootstrap: "
+                     "refits on tracks resampled with replacement (tables only, run in parallel); none. Writes "
+                     "potential_std, policy/reward 5%%/95%% bands and beta_lower/beta_upper into the result")
+    unc.add_argument("--uncertainty-samples", metavar="N", type=_positive_int, default=None,
+                     help="posterior draws for the policy/reward bands (default 64), or bootstrap replicates "
+                     "(default 100)")
+    unc.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", default=None,
+                     help="assemble the normal equations (and run bootstrap replicates) on Dask: 'local' starts a "
+                     "LocalCluster on this machine, tcp://HOST:PORT uses a running scheduler (needs fpirl[dask])")
     table = p.add_argument_group("trajectory tables (CSV/Parquet, one row per observation; docs/formats.md)")
     table.add_argument("--track", metavar="COL", help="column with the track ids (required for tables)")
     table.add_argument("--time", metavar="COL", help="column with the observation times (required for tables)")
@@ -131,6 +143,11 @@ def _fit_density(args, out) -> int:
                               f"{args.data!r}")
     if args.beta is None and not args.estimate_beta:
         raise FpirlInputError("one of the arguments --beta --estimate-beta is required for density data")
+    if args.uncertainty == "bootstrap":
+        raise FpirlInputError("--uncertainty bootstrap resamples whole tracks: it applies to trajectory tables")
+    from ..distributed import check_scheduler
+
+    check_scheduler(args.scheduler)
     snapshots = read_density(args.data)
     grid = snapshots.grid
     n_h = 4 if args.hermite_elements is None else args.hermite_elements
@@ -148,20 +165,32 @@ def _fit_density(args, out) -> int:
         quadrature_points=args.quadrature_points or 3,
         progress=_progress(args),
         solver=args.solver or "auto",
+        scheduler=args.scheduler,
     )
     est.fit(snapshots)
     from ..workflows import recover_mdp_from_fit
 
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma)
     gamma = mdp.gamma if mdp is not None else None
-    ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma,
-                        extra={"source": str(args.data), "source_kind": "density"})
+    from ..uncertainty import fit_uncertainty
+
+    extra = {"source": str(args.data), "source_kind": "density"}
+    extra.update(fit_uncertainty(est, args.uncertainty, snapshots, snapshots.dt, gamma, n_samples=args.uncertainty_samples,
+                                 progress=_progress(args)))
+    ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     print(
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
         f"beta={est.beta_:.6g}, ridge={est.ridge_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
     )
+    _print_uncertainty(extra)
     return EXIT_OK
+
+
+def _print_uncertainty(extra) -> None:
+    if "beta_lower" in extra:
+        print(f"fpirl fit: uncertainty ({extra['uncertainty']}): beta 90% interval "
+              f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]")
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,7 +245,12 @@ def _fit_table(args, out) -> int:
     if name not in TRACK_ESTIMATORS:
         raise FpirlInputError(f"--estimator {name} is not available (available: {', '.join(TRACK_ESTIMATORS)})")
     cls = TRACK_ESTIMATORS[name]
-    est = cls(**_estimator_params(args, cls, tracks)).fit(tracks)
+    from ..distributed import check_scheduler
+
+    params = _estimator_params(args, cls, tracks)
+    if check_scheduler(args.scheduler) is not None and "scheduler" in inspect.signature(cls).parameters:
+        params["scheduler"] = args.scheduler
+    est = cls(**params).fit(tracks)
 
     from ..workflows import recover_mdp_from_fit
 
@@ -235,6 +269,10 @@ def _fit_table(args, out) -> int:
 
     diagnostics, adequacy = fit_time_diagnostics(tracks)
     extra.update(diagnostics)
+    from ..uncertainty import fit_uncertainty
+
+    extra.update(fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
+                                 scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args)))
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     elements = ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
@@ -248,6 +286,7 @@ def _fit_table(args, out) -> int:
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
         f"Hermite elements {elements} ({chosen}), ridge={est.ridge_:.3g}; wrote {out}"
     )
+    _print_uncertainty(extra)
     if adequacy is not None:
         print(f"fpirl fit: model adequacy: {adequacy.summary()}")
         if adequacy.violated_:

@@ -94,6 +94,12 @@ def _regression_data(tracks: TrackTable, lag: int):
     return tracks.values[i0 - lag], tracks.values[i0], dx, tracks.track[i0]
 
 
+def _distributed_increments(space, points, velocity, drift, weights, scheduler):
+    from ..distributed import accumulate_increments
+
+    return accumulate_increments(space, points, velocity, drift, weights, scheduler=scheduler)
+
+
 def mirror_wall_terms(start: np.ndarray, lower, upper, sigma) -> tuple[np.ndarray, np.ndarray]:
     r"""Mean shift ``b`` and drift attenuation ``f`` of a Gaussian step folded at the nearer wall.
 
@@ -159,6 +165,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
         :func:`~fpirl.estimators._base.default_result_elements`).
     random_state : int
         Seed of the fold assignment.
+    scheduler : None, 'local', 'tcp://HOST:PORT' or dask.distributed.Client
+        With a fixed resolution: assemble the normal equations as a map-reduce over chunks of
+        transitions on Dask (:func:`fpirl.distributed.accumulate_increments`).
     progress : bool
 
     Attributes
@@ -180,7 +189,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
     name = "increments"
 
     def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
-                 walls="auto", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False):
+                 walls="auto", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False, scheduler=None):
         self.hermite_elements = hermite_elements
         self.beta = beta
         self.ridge = ridge
@@ -194,6 +203,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.fe_elements = fe_elements
         self.random_state = random_state
         self.progress = progress
+        self.scheduler = scheduler
 
     def _drift_axes(self, tracks: TrackTable) -> list[int]:
         if self.drift_axes is None:
@@ -285,7 +295,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
             folds, k = track_folds(track, int(track.max()) + 1, int(self.cv_folds), self.random_state)
             ridges = CV_RIDGES if ridge is None else (ridge,)
             self.cv_ = cross_validate(tracks.lower, tracks.upper, periodic, points, velocity, drift, folds, k, dt,
-                                      cands, ridges, beta, self.cv_rule, self.progress, weights)
+                                      cands, ridges, beta, self.cv_rule, self.progress, weights,
+                                      scheduler=self.scheduler)
             elements = self.cv_["chosen_elements"]
             ridge = self.cv_["chosen_ridge"]
         else:
@@ -296,7 +307,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
             system = self.cv_.pop("system")
         else:
             system = assemble_increments(fit_space, points[:, kept], velocity, [kept.index(a) for a in drift],
-                                         row_weights=weights)[0]
+                                         row_weights=weights)[0] if self.scheduler is None else \
+                _distributed_increments(fit_space, points[:, kept], velocity, [kept.index(a) for a in drift], weights,
+                                        self.scheduler)
         theta, lam = solve_increments(system, fit_space.h1_seminorm_matrix(), fit_space.mean_functional().ravel(),
                                       ridge)
         space, coef = embed_constant_axes(fit_space, fit_space.remove_mean(theta), kept, tracks.lower,

@@ -120,7 +120,8 @@ def _loglik(rss: float, n_trans: int, n_drift: int, var_v: float, dt: float) -> 
 
 
 def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of_row, n_folds, dt,
-                   elements, ridges, beta=None, rule="min", progress=False, row_weights=None) -> dict:
+                   elements, ridges, beta=None, rule="min", progress=False, row_weights=None,
+                   scheduler=None) -> dict:
     """K-fold CV over ``elements x ridges``; returns the curve and the chosen pair (see the module doc).
 
     ``elements`` is a list of candidates, one tuple of elements per axis (:func:`candidate_elements`);
@@ -146,12 +147,18 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
         from tqdm.auto import tqdm
 
         it = tqdm(elements, desc="CV resolution", unit="candidate")
+    precomputed = None
+    if scheduler is not None:  # one Dask task per candidate resolution (fpirl.distributed)
+        from ..distributed import candidate_fold_systems
+
+        precomputed = candidate_fold_systems(lower, upper, periodic, points, velocity, drift_axes, fold_of_row,
+                                             n_folds, elements, row_weights, scheduler=scheduler)
     for i, e in enumerate(it):
         space, kept = candidate_space(lower, upper, periodic, e)
         P = space.h1_seminorm_matrix()
         m = space.mean_functional().ravel()
         systems = assemble_increments(space, points[:, kept], velocity, [kept.index(a) for a in drift_axes],
-                                      fold_of_row, n_folds, row_weights)
+                                      fold_of_row, n_folds, row_weights) if precomputed is None else precomputed[i]
         total = systems[0]
         for s in systems[1:]:
             total = total + s

@@ -1,0 +1,88 @@
+"""`fpirl fit --uncertainty/--scheduler` and the uncertainty panels of `fpirl plot` (issue 10)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fpirl import DensitySnapshots, Grid
+from fpirl.cli import main
+from fpirl.io import read_result, write_density
+from fpirl.problems.synthetic import Problem
+
+
+@pytest.fixture(scope="module")
+def density_file(tmp_path_factory):
+    problem = Problem(2, "periodic", hermite_elements=2, steps=10)
+    s = problem.snapshots(12)
+    grid = Grid([-1, -1], [1, 1], 12, names=("s", "a"), roles=("state", "action"), boundary="periodic")
+    rng = np.random.default_rng(0)
+    values = s.values * (1 + 0.05 * rng.standard_normal(s.values.shape))
+    path = tmp_path_factory.mktemp("d") / "density.nc"
+    write_density(path, DensitySnapshots(grid, s.times, np.clip(values, 0, None)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def table_file(tmp_path_factory):
+    from fpirl.hermite import HermiteSpace
+    from fpirl.simulate import sample_sde
+
+    h = HermiteSpace([-1.0], [1.0], 3, True)
+    coef = h.remove_mean(h.interpolate(
+        lambda x, a: np.cos(np.pi * x[..., 0]) if a == (0,) else -np.pi * np.sin(np.pi * x[..., 0])))
+    rng = np.random.default_rng(1)
+    paths = sample_sde(lambda x: h.gradient(coef, x), 2.0, rng.uniform(-1, 1, (30, 1)), 0.01, 40, rng, [-1.0], [1.0],
+                       "periodic")
+    n_steps, n_tracks, _ = paths.shape
+    df = pd.DataFrame({"id": np.repeat(np.arange(n_tracks), n_steps), "t": np.tile(0.01 * np.arange(n_steps), n_tracks),
+                       "x": np.transpose(paths, (1, 0, 2)).ravel()})
+    path = tmp_path_factory.mktemp("t") / "tracks.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_fit_writes_posterior_and_plot_shows_it(density_file, tmp_path):
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(density_file), "-o", str(out), "--hermite-elements", "2", "--estimate-beta",
+                 "--uncertainty-samples", "16", "--no-progress"]) == 0
+    ds = read_result(out)
+    for key in ("potential_std", "policy_lower", "policy_upper", "reward_lower", "reward_upper"):
+        assert key in ds.data_vars and np.all(np.isfinite(ds[key].values))
+    assert ds.attrs["uncertainty"] == "posterior" and ds.attrs["uncertainty_samples"] == 16
+    assert ds.attrs["beta_lower"] <= ds.attrs["beta"] <= ds.attrs["beta_upper"]
+    assert main(["plot", str(out), "-o", str(tmp_path / "r.png")]) == 0
+    none = tmp_path / "n.nc"
+    assert main(["fit", str(density_file), "-o", str(none), "--hermite-elements", "2", "--beta", "4",
+                 "--uncertainty", "none", "--no-progress"]) == 0
+    assert "potential_std" not in read_result(none).data_vars
+
+
+def test_table_fit_bootstrap_and_1d_band_plot(table_file, tmp_path):
+    out = tmp_path / "b.nc"
+    assert main(["fit", str(table_file), "-o", str(out), "--track", "id", "--time", "t", "--state", "x",
+                 "--boundary", "periodic", "--bounds", "-1:1", "--hermite-elements", "3", "--ridge", "1e-6",
+                 "--uncertainty", "bootstrap", "--uncertainty-samples", "12", "--no-progress"]) == 0
+    ds = read_result(out)
+    assert ds.attrs["uncertainty"] == "bootstrap"
+    assert np.all(ds["potential_std"].values > 0)
+    assert ds.attrs["beta_lower"] < ds.attrs["beta"] < ds.attrs["beta_upper"]
+    assert main(["plot", str(out), "-o", str(tmp_path / "b.png")]) == 0
+
+
+def test_scheduler_local_gives_the_same_fit(density_file, tmp_path):
+    pytest.importorskip("distributed")
+    a, b = tmp_path / "a.nc", tmp_path / "b.nc"
+    common = ["--hermite-elements", "2", "--beta", "4", "--uncertainty", "none", "--no-progress"]
+    assert main(["fit", str(density_file), "-o", str(a)] + common) == 0
+    assert main(["fit", str(density_file), "-o", str(b), "--scheduler", "local"] + common) == 0
+    pa, pb = read_result(a)["potential"].values, read_result(b)["potential"].values
+    assert np.abs(pa - pb).max() <= 1e-10 * np.abs(pa).max()
+
+
+def test_bad_uncertainty_options_are_one_line_errors(density_file, tmp_path, capsys):
+    out = tmp_path / "x.nc"
+    assert main(["fit", str(density_file), "-o", str(out), "--beta", "4", "--uncertainty", "bootstrap"]) == 2
+    assert "trajectory tables" in capsys.readouterr().err
+    assert main(["fit", str(density_file), "-o", str(out), "--beta", "4", "--scheduler", "cluster"]) == 2
+    assert "tcp://HOST:PORT" in capsys.readouterr().err
+    assert not out.exists()
