@@ -69,12 +69,15 @@ def test_table_fit_bootstrap_and_1d_band_plot(table_file, tmp_path):
     assert main(["plot", str(out), "-o", str(tmp_path / "b.png")]) == 0
 
 
-def test_scheduler_local_gives_the_same_fit(density_file, tmp_path):
-    pytest.importorskip("distributed")
+def test_scheduler_address_gives_the_same_fit(density_file, tmp_path):
+    """--scheduler ADDRESS: a running scheduler (an in-process 2-worker cluster keeps the test fast;
+    'local' with worker processes is covered in tests/test_distributed.py)."""
+    distributed = pytest.importorskip("distributed")
     a, b = tmp_path / "a.nc", tmp_path / "b.nc"
     common = ["--hermite-elements", "2", "--beta", "4", "--uncertainty", "none", "--no-progress"]
     assert main(["fit", str(density_file), "-o", str(a)] + common) == 0
-    assert main(["fit", str(density_file), "-o", str(b), "--scheduler", "local"] + common) == 0
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        assert main(["fit", str(density_file), "-o", str(b), "--scheduler", cluster.scheduler_address] + common) == 0
     pa, pb = read_result(a)["potential"].values, read_result(b)["potential"].values
     assert np.abs(pa - pb).max() <= 1e-10 * np.abs(pa).max()
 
