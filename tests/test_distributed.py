@@ -81,9 +81,29 @@ def test_local_cluster_two_workers_same_potential(snapshots):
     with dask_client("local", n_workers=2, processes=False) as client:
         assert len(client.scheduler_info()["workers"]) == 2
         ne = accumulate_normal_equations(snapshots.normalized(), ref.hermite_, chunk=4, scheduler=client)
+        api = PotentialEstimator(hermite_elements=3, estimate_beta=True, scheduler=client).fit(snapshots)
     est = PotentialEstimator(hermite_elements=3, estimate_beta=True).fit(snapshots, normal_equations=ne)
-    assert _rel(est.potential_on_grid(), ref.potential_on_grid()) < 1e-10
-    assert est.beta_ == pytest.approx(ref.beta_, rel=1e-10)
+    for fit in (est, api):
+        assert _rel(fit.potential_on_grid(), ref.potential_on_grid()) < 1e-10
+        assert fit.beta_ == pytest.approx(ref.beta_, rel=1e-10)
+
+
+def test_increments_estimator_on_a_scheduler_same_fit():
+    from fpirl.estimators import IncrementsEstimator
+    from fpirl.simulate import sample_sde
+    from _simtracks import table_from_paths
+
+    rng = np.random.default_rng(4)
+    paths = sample_sde(lambda x: np.pi * np.sin(np.pi * x), 2.0, rng.uniform(-1, 1, (30, 1)), 0.01, 40, rng,
+                       [-1.0], [1.0], "periodic")
+    tracks = table_from_paths(paths, 0.01, ["x"], ["state"], [-1.0], [1.0], "periodic")
+    ref = IncrementsEstimator(hermite_elements="auto").fit(tracks)
+    with dask_client("local", n_workers=2, processes=False) as client:
+        fixed = IncrementsEstimator(hermite_elements=4, ridge=1e-4, scheduler=client).fit(tracks)
+        auto = IncrementsEstimator(hermite_elements="auto", scheduler=client).fit(tracks)  # CV candidates as tasks
+    np.testing.assert_allclose(auto.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
+    local = IncrementsEstimator(hermite_elements=4, ridge=1e-4).fit(tracks)
+    np.testing.assert_allclose(fixed.coef_, local.coef_, rtol=1e-10, atol=1e-12)
 
 
 def _die_once_then_assemble(span, values, times, grid, opts, flag_dir):
