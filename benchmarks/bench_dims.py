@@ -1,6 +1,7 @@
 """Time and memory of the fit against the dimension d = 2..6 (issue 12): assembled vs matrix-free.
 
-Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10,3:10,...]
+Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
+      (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec)
 
 Problem: the separable periodic potential of :mod:`fpirl._separable` (psi = sum_b a_b cos(pi x_b +
 phi_b), Hermite-interpolated with 3 elements per axis), beta = 2, a product start, 20 snapshots
@@ -26,6 +27,22 @@ def run_case(d, N, solver, steps):
     t0 = time.perf_counter()
     problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)
     data = problem.streaming(N)
+    if solver == "matvec":  # the cost of the matrix-free operator: set-up and one product A c
+        import numpy as np
+
+        from fpirl.matfree import NormalOperator
+
+        c0, t0 = time.process_time(), time.perf_counter()
+        op = NormalOperator(data.normalize(), problem.hermite)
+        setup = (time.perf_counter() - t0, time.process_time() - c0)
+        c0, t0 = time.process_time(), time.perf_counter()
+        op.matvec(np.random.default_rng(0).standard_normal(problem.hermite.n_coef))
+        print(json.dumps({"d": d, "nodes_per_axis": N, "nodes": int(N**d), "n_coef": problem.hermite.n_coef,
+                          "solver": "matvec", "modes": op.n_modes, "setup_s": setup[0], "setup_cpu_s": setup[1],
+                          "matvec_s": time.perf_counter() - t0, "matvec_cpu_s": time.process_time() - c0,
+                          "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                          "load_1min": os.getloadavg()[0]}), flush=True)
+        return
     if solver == "assembled":
         from fpirl import DensitySnapshots
 
@@ -96,7 +113,8 @@ def main():
             print(case, "failed:", res.stderr.strip().splitlines()[-1:], flush=True)
             continue
         row = json.loads(res.stdout.strip().splitlines()[-1])
-        results.append(row)
+        if row["solver"] != "matvec":
+            results.append(row)
         print(case, json.dumps(row), flush=True)
     with open(os.path.join(args.output, "dims.json"), "w") as f:
         json.dump(results, f, indent=1)
