@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import scipy.linalg
+from tqdm.auto import tqdm
 
 from ._errors import FpirlInputError
 from ._tensor import apply_along_axes
@@ -102,10 +103,11 @@ def h1_apply(hermite, c: np.ndarray) -> np.ndarray:
     return out.ravel()
 
 
-def conjugate_gradient(matvec, b: np.ndarray, precond, *, rtol: float = 1e-10, maxiter: int = 500, x0=None):
+def conjugate_gradient(matvec, b: np.ndarray, precond, *, rtol: float = 1e-10, maxiter: int = 500, x0=None,
+                       callback=None):
     """Preconditioned conjugate gradients for an SPD operator; returns ``(x, iterations, relative residual)``.
 
-    Stops when ``||b - A x|| <= rtol ||b||``.
+    Stops when ``||b - A x|| <= rtol ||b||``; ``callback(iteration, relative_residual)`` after each step.
     """
     x = np.zeros_like(b) if x0 is None else x0.copy()
     r = b - matvec(x) if x0 is not None else b.copy()
@@ -121,6 +123,8 @@ def conjugate_gradient(matvec, b: np.ndarray, precond, *, rtol: float = 1e-10, m
         x += alpha * p
         r -= alpha * Ap
         res = float(np.linalg.norm(r)) / bnorm
+        if callback is not None:
+            callback(it, res)
         if res <= rtol:
             return x, it, res
         z = precond(r)
@@ -137,7 +141,8 @@ def trace_h1(hermite) -> float:
     return float(sum(np.prod([g1[b] if b == a else g0[b] for b in range(hermite.ndim)]) for a in range(hermite.ndim)))
 
 
-def solve_regression(op, ridge: float, gamma=None, *, rtol: float = 1e-10, maxiter: int = 1000):
+def solve_regression(op, ridge: float, gamma=None, *, rtol: float = 1e-10, maxiter: int = 1000,
+                     progress: bool = False):
     """Solve eq. vsi_regression with the matrix-free operator (same system as the assembled path).
 
     ``(A + lam P + mu m m^T) theta = -(X^T g + gamma X^T c)`` with ``lam = ridge trace(A) / trace(P)``
@@ -166,7 +171,12 @@ def solve_regression(op, ridge: float, gamma=None, *, rtol: float = 1e-10, maxit
     its, res = [], []
 
     def cg(b):
-        x, it, r = conjugate_gradient(M, b, pre, rtol=rtol, maxiter=maxiter)
+        with tqdm(desc=f"CG solve {len(its) + 1}", unit="it", disable=not progress, leave=False) as bar:
+            def step(i, rel):
+                bar.update(1)
+                bar.set_postfix(residual=f"{rel:.1e}")
+
+            x, it, r = conjugate_gradient(M, b, pre, rtol=rtol, maxiter=maxiter, callback=step)
         its.append(it)
         res.append(r)
         if r > rtol:

@@ -319,7 +319,8 @@ class PotentialEstimator:
         op = matfree.NormalOperator(source, hermite, time_scheme=self.time_scheme,
                                     quadrature_points=self.quadrature_points)
         gamma = None if self.estimate_beta else 1.0 / float(self.beta)
-        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=self.cg_tol)
+        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=self.cg_tol,
+                                                              progress=self.progress)
         ne = op.rhs
         self.beta_identifiability_ = None
         if self.estimate_beta:
