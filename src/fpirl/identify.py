@@ -202,7 +202,8 @@ class PotentialEstimator:
 
         Parameters
         ----------
-        snapshots : DensitySnapshots
+        snapshots : DensitySnapshots or fpirl.matfree.StreamingSnapshots
+            Streamed snapshots (read chunk by chunk) take the matrix-free path.
         normal_equations : NormalEquations, optional
             Re-use an assembled system (e.g. when sweeping ``ridge``); must come from the same data.
         """
