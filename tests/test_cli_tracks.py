@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
@@ -86,8 +85,10 @@ def test_fit_table_options_in_process(table, tmp_path, capsys):
 
 def test_estimator_defaults_for_tables(table):
     path, _ = table
-    ns = argparse.Namespace(hermite_elements=None, beta=None, ridge=None, time_scheme=None, quadrature_points=None,
-                            noise_correction=None, drift_axes=None, no_progress=True, estimator=None)
+    from fpirl.cli import build_parser
+
+    ns = build_parser().parse_args(["fit", str(path), "-o", "r.nc", "--track", "id", "--time", "t", "--state", "s",
+                                    "--no-progress"])
 
     class Est:
         name = "increments"
