@@ -226,3 +226,24 @@ def test_unwritable_destination_is_found_before_the_fit(valid_data, tmp_path, cl
     proc = cli("fit", valid_data, "-o", locked / "r.nc", "--beta", "4")
     cli.assert_input_error(proc, "permission denied", str(locked / "r.nc"))
     cli.assert_only(locked)
+
+
+def test_fit_success_line_explains_the_ridge_and_a_missing_mdp(valid_data, tmp_path, cli):
+    from fpirl.problems.synthetic import Problem
+
+    proc = cli("fit", valid_data, "-o", tmp_path / "r.nc", "--hermite-elements", "3", "--beta", "4", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "ridge: 1e-09 relative (fixed)" in proc.stdout and "in absolute terms" in proc.stdout
+    assert "not computed" not in proc.stdout
+    # state axes only: the potential is fitted, the MDP is not, and the line says why
+    snaps = Problem(1, "periodic", steps=6).snapshots(16)
+    write_density(tmp_path / "s.nc", snaps)
+    proc = cli("fit", tmp_path / "s.nc", "-o", tmp_path / "s_result.nc", "--hermite-elements", "3", "--beta", "4",
+               "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "Q-value, policy and reward not computed: the data have no action axis" in proc.stdout
+    assert not {"q_value", "policy", "reward"} & set(read_result(tmp_path / "s_result.nc").data_vars)
+    # -o equal to the input is refused before any work
+    before = (tmp_path / "s.nc").read_bytes()
+    cli.assert_input_error(cli("fit", tmp_path / "s.nc", "-o", tmp_path / "s.nc", "--beta", "4"), "is the input file")
+    assert (tmp_path / "s.nc").read_bytes() == before

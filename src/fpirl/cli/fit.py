@@ -7,11 +7,9 @@ import inspect
 import os
 import re
 
-import numpy as np
-
 from .._errors import FpirlInputError
-from ._common import (EXIT_OK, _discount, _output_netcdf, _positive_float, _positive_int, _positive_int_list,
-                      _progress, _ridge)
+from ._common import (EXIT_OK, _discount, _fit_notes, _output_netcdf, _positive_float, _positive_int,
+                      _positive_int_list, _progress, _ridge)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -123,7 +121,7 @@ def _flag(key: str) -> str:
 def cmd_fit(args) -> int:
     from ..io import data_kind
 
-    out = _output_netcdf(args.output)
+    out = _output_netcdf(args.output, inputs=(args.data,))
     if data_kind(args.data) == "netcdf":
         return _fit_density(args, out)
     return _fit_table(args, out)
@@ -183,6 +181,8 @@ def _fit_density(args, out) -> int:
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
         f"beta={est.beta_:.6g}, ridge={est.ridge_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
     )
+    for line in _fit_notes(est, mdp):  # the ridge (relative vs absolute); why Q, policy, reward may be missing
+        print(f"fpirl fit: {line}")
     _print_uncertainty(extra)
     return EXIT_OK
 
@@ -275,6 +275,8 @@ def _fit_table(args, out) -> int:
                                  scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args)))
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
+    import numpy as np
+
     elements = ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
     chosen = {"cv": "chosen by cross-validation", "rule": "by the documented rule"}.get(
         est.settings_.get("hermite_selection"), "fixed")
@@ -286,6 +288,8 @@ def _fit_table(args, out) -> int:
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
         f"Hermite elements {elements} ({chosen}), ridge={est.ridge_:.3g}; wrote {out}"
     )
+    for line in _fit_notes(est, mdp):
+        print(f"fpirl fit: {line}")
     _print_uncertainty(extra)
     if adequacy is not None:
         print(f"fpirl fit: model adequacy: {adequacy.summary()}")
