@@ -247,3 +247,36 @@ def test_fit_success_line_explains_the_ridge_and_a_missing_mdp(valid_data, tmp_p
     before = (tmp_path / "s.nc").read_bytes()
     cli.assert_input_error(cli("fit", tmp_path / "s.nc", "-o", tmp_path / "s.nc", "--beta", "4"), "is the input file")
     assert (tmp_path / "s.nc").read_bytes() == before
+
+
+_HEAVY = ("numpy", "scipy", "xarray", "matplotlib", "netCDF4", "pandas")
+
+
+def _modules_after(code: str) -> set[str]:
+    import subprocess
+    import sys
+
+    probe = code + f"\nimport sys\nprint('LOADED:' + ','.join(m for m in {_HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120).stdout
+    line = [ln for ln in out.splitlines() if ln.startswith("LOADED:")][-1]
+    return set(filter(None, line[len("LOADED:"):].split(",")))
+
+
+def test_help_and_usage_errors_do_not_load_the_numerics():
+    """Start-up stays fast (benchmarks/bench_cli_start.py times it): ``import fpirl``, ``fpirl --help``
+    and usage errors import none of the numerical stack."""
+    run = ("import runpy, sys\nsys.argv = {argv!r}\ntry:\n    runpy.run_module('fpirl.cli', run_name='__main__')\n"
+           "except SystemExit:\n    pass\n")
+    assert _modules_after("import fpirl") == set()
+    assert _modules_after(run.format(argv=["fpirl", "--help"])) == set()
+    assert _modules_after(run.format(argv=["fpirl", "frobnicate"])) == set()
+
+
+def test_every_public_name_is_importable():
+    import fpirl
+
+    for name in fpirl.__all__:
+        assert getattr(fpirl, name) is not None, name
+    assert set(fpirl.__all__) <= set(dir(fpirl))
+    with pytest.raises(AttributeError):
+        fpirl.no_such_name  # noqa: B018

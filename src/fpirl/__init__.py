@@ -2,26 +2,59 @@
 
 The public API is what this module exports (``fpirl.__all__``); the submodules are
 implementation detail and may be reorganised.
+
+Names are imported on first use (module ``__getattr__``), so ``import fpirl`` and the command
+line start without loading numpy, scipy, xarray or matplotlib.
 """
+
+from __future__ import annotations
+
+import importlib
 
 from ._errors import FpirlInputError
 from ._version import __version__
-from .density import DensitySnapshots
-from .forward import FiniteVolumeSolver, SpectralSolver, simulate_density, von_mises_bump
-from .grid import Axis, Grid
-from .hermite import HermiteSpace
-from .estimators import TRACK_ESTIMATORS, IncrementsEstimator, TrackDensityEstimator
-from .identify import PotentialEstimator
-from .io import read_density, read_result, result_dataset, write_density, write_result
-from .mdp import MDP, GaussianTransition, boltzmann_policy, inverse_bellman_reward, recover_mdp
-from .metrics import free_energy, free_energy_mdp, kl_divergence, l2_error, policy_kl, relative_l2_error
-from .simulate import histogram_density, mdp_density_map, sample_sde
-from .binning import cloud_in_cell
-from .tracks import TrackTable
-from .tracks_io import read_tracks
-from .adequacy import HelmholtzCheck
-from .baselines import Baselines, fit_baselines
-from .heldout import heldout_loglik
+
+#: public name -> submodule that defines it (imported on first access)
+_LAZY = {
+    "Axis": ".grid",
+    "Baselines": ".baselines",
+    "DensitySnapshots": ".density",
+    "FiniteVolumeSolver": ".forward",
+    "GaussianTransition": ".mdp",
+    "Grid": ".grid",
+    "HelmholtzCheck": ".adequacy",
+    "HermiteSpace": ".hermite",
+    "IncrementsEstimator": ".estimators",
+    "MDP": ".mdp",
+    "PotentialEstimator": ".identify",
+    "SpectralSolver": ".forward",
+    "TRACK_ESTIMATORS": ".estimators",
+    "TrackDensityEstimator": ".estimators",
+    "TrackTable": ".tracks",
+    "boltzmann_policy": ".mdp",
+    "cloud_in_cell": ".binning",
+    "fit_baselines": ".baselines",
+    "free_energy": ".metrics",
+    "free_energy_mdp": ".metrics",
+    "heldout_loglik": ".heldout",
+    "histogram_density": ".simulate",
+    "inverse_bellman_reward": ".mdp",
+    "kl_divergence": ".metrics",
+    "l2_error": ".metrics",
+    "mdp_density_map": ".simulate",
+    "policy_kl": ".metrics",
+    "read_density": ".io",
+    "read_result": ".io",
+    "read_tracks": ".tracks_io",
+    "recover_mdp": ".mdp",
+    "relative_l2_error": ".metrics",
+    "result_dataset": ".io",
+    "sample_sde": ".simulate",
+    "simulate_density": ".forward",
+    "von_mises_bump": ".forward",
+    "write_density": ".io",
+    "write_result": ".io",
+}
 
 __all__ = [
     "Axis",
@@ -65,3 +98,17 @@ __all__ = [
     "write_density",
     "write_result",
 ]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fpirl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
