@@ -64,7 +64,8 @@ def test_fit_then_plot(valid_data, tmp_path, cli):
 
 def test_fit_in_process_options(valid_data, tmp_path, capsys):
     out = tmp_path / "r.nc"
-    rc = main(["fit", str(valid_data), "-o", str(out), "--hermite-elements", "3,2", "--estimate-beta",
+    rc = main(["fit", str(valid_data), "-o", str(out), "--uncertainty", "none", "--hermite-elements", "3,2",
+               "--estimate-beta",
                "--gamma", "0.5", "--time-scheme", "explicit", "--quadrature-points", "2", "--ridge", "1e-6",
                "--no-progress"])
     assert rc == 0, capsys.readouterr().err
@@ -77,7 +78,8 @@ def test_fit_in_process_options(valid_data, tmp_path, capsys):
 
 def test_fit_with_gcv_ridge(valid_data, tmp_path, capsys):
     out = tmp_path / "r.nc"
-    assert main(["fit", str(valid_data), "-o", str(out), "--beta", "4", "--ridge", "gcv", "--no-progress"]) == 0
+    assert main(["fit", str(valid_data), "-o", str(out), "--beta", "4", "--ridge", "gcv", "--no-progress",
+                 "--uncertainty", "none"]) == 0
     ds = read_result(out)
     assert ds.attrs["solver_ridge_selection"] == "gcv" and ds.attrs["solver_ridge_relative"] > 0
 
@@ -188,7 +190,8 @@ def test_demo_pipeline_small(tmp_path, cli):
     data = read_density(out["data"])
     assert data.n_times == 12 and data.grid == grid_from_dataset(ds, "potential")
     again = tmp_path / "again.nc"
-    assert cli("fit", out["data"], "-o", again, "--hermite-elements", 4, "--beta", 5, "--no-progress").returncode == 0
+    assert cli("fit", out["data"], "-o", again, "--hermite-elements", 4, "--beta", 5, "--no-progress",
+               "--uncertainty", "none").returncode == 0
     np.testing.assert_allclose(read_result(again)["potential"].values, ds["potential"].values, atol=1e-8)
 
 
@@ -204,7 +207,8 @@ def test_progress_bars_only_on_a_terminal(valid_data, tmp_path, cli, monkeypatch
     assert show_progress(True, Terminal()) and not show_progress(False, Terminal())
     assert not show_progress(True, io.StringIO())
     # redirected output: no bar and no cursor-control codes, although --no-progress is not given
-    proc = cli("fit", valid_data, "-o", tmp_path / "r.nc", "--hermite-elements", "3", "--beta", "4")
+    proc = cli("fit", valid_data, "-o", tmp_path / "r.nc", "--hermite-elements", "3", "--beta", "4",
+               "--uncertainty", "none")
     assert proc.returncode == 0, proc.stderr
     assert "\r" not in proc.stderr + proc.stdout and "\x1b" not in proc.stderr + proc.stdout
     assert "%|" not in proc.stderr
@@ -231,7 +235,8 @@ def test_unwritable_destination_is_found_before_the_fit(valid_data, tmp_path, cl
 def test_fit_success_line_explains_the_ridge_and_a_missing_mdp(valid_data, tmp_path, cli):
     from fpirl.problems.synthetic import Problem
 
-    proc = cli("fit", valid_data, "-o", tmp_path / "r.nc", "--hermite-elements", "3", "--beta", "4", "--no-progress")
+    proc = cli("fit", valid_data, "-o", tmp_path / "r.nc", "--hermite-elements", "3", "--beta", "4", "--no-progress",
+               "--uncertainty", "none")
     assert proc.returncode == 0, proc.stderr
     assert "ridge: 1e-09 relative (fixed)" in proc.stdout and "in absolute terms" in proc.stdout
     assert "not computed" not in proc.stdout
@@ -239,7 +244,7 @@ def test_fit_success_line_explains_the_ridge_and_a_missing_mdp(valid_data, tmp_p
     snaps = Problem(1, "periodic", steps=6).snapshots(16)
     write_density(tmp_path / "s.nc", snaps)
     proc = cli("fit", tmp_path / "s.nc", "-o", tmp_path / "s_result.nc", "--hermite-elements", "3", "--beta", "4",
-               "--no-progress")
+               "--no-progress", "--uncertainty", "none")
     assert proc.returncode == 0, proc.stderr
     assert "Q-value, policy and reward not computed: the data have no action axis" in proc.stdout
     assert not {"q_value", "policy", "reward"} & set(read_result(tmp_path / "s_result.nc").data_vars)
