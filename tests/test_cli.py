@@ -40,7 +40,8 @@ def valid_data(tmp_path_factory):
 # --------------------------------------------------------------------------------------------
 def test_fit_then_plot(valid_data, tmp_path, cli):
     out = tmp_path / "result.nc"
-    proc = cli("fit", valid_data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--no-progress")
+    proc = cli("fit", valid_data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--no-progress",
+               "--uncertainty", "none")  # the default posterior bands: tests/test_cli_uncertainty.py
     assert proc.returncode == 0, proc.stderr
     assert "wrote" in proc.stdout
     ds = read_result(out)
