@@ -33,9 +33,10 @@ def _heavy_modules(argv) -> list[str]:
     code = ("import runpy, sys\n"
             f"sys.argv = {argv!r}\n"
             "try:\n    runpy.run_module('fpirl.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
-            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
+            f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    return [m for m in out.stdout.strip().splitlines()[-1].split(",") if m] if out.stdout.strip() else []
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("HEAVY:")][-1]
+    return [m for m in line[len("HEAVY:"):].split(",") if m]
 
 
 def main(argv=None):
