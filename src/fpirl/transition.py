@@ -96,7 +96,7 @@ def _projection_variance(theta: np.ndarray, tau2: np.ndarray, h: float) -> np.nd
     return np.sum(np.maximum(val, 0.0) * (x - mu) ** 2, axis=-1) / h
 
 
-def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 2049) -> np.ndarray:
+def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) -> np.ndarray:
     """Variance ``tau^2`` whose projection kernel has nodal variance ``sigma^2`` at cell position ``theta``.
 
     The nodal variance of the projection of ``N(mu, tau^2)`` is ``tau^2 + E[(X - x_l)(x_r - X)]``
@@ -104,6 +104,8 @@ def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 2049) -
     (two-node kernel, the least variance any non-negative nodal kernel with mean ``mu`` can have)
     at ``tau = 0``. ``tau^2`` is solved by bisection on a table of ``theta in [0, 1/2]`` (the
     problem is symmetric) and interpolated; where ``sigma^2 < h^2 theta (1 - theta)`` it is 0.
+    257 table points keep the kernel's variance within 1e-5 relative of its target (2,049: 1e-7, at
+    eight times the cost; the default kernel is rebuilt for every posterior draw of the bands).
     """
     if sigma * sigma - h * h / 6.0 >= 4.0 * h * h:
         # tau >= 2 h: E[(X - x_l)(x_r - X)] = h^2/6 up to (h^2/pi^2) exp(-2 pi^2 tau^2/h^2) < 1e-34 h^2
