@@ -119,11 +119,33 @@ def test_estimator_api(problem2d):
 @pytest.mark.parametrize(
     "kwargs, match",
     [({}, "beta is required"), ({"beta": -1.0}, "positive"), ({"beta": 2.0, "estimate_beta": True}, "either"),
-     ({"beta": 1.0, "ridge": -1.0}, "ridge"), ({"beta": 1.0, "time_scheme": "rk4"}, "time_scheme")],
+     ({"beta": 1.0, "ridge": -1.0}, "ridge"), ({"beta": 1.0, "time_scheme": "rk4"}, "time_scheme"),
+     ({"beta": "x"}, "beta must be a number"), ({"beta": 1.0, "hermite_elements": (3, 3, 3)}, "one per axis"),
+     ({"beta": 1.0, "hermite_elements": 1}, ">= 2"), ({"beta": 1.0, "quadrature_points": 0}, "quadrature_points"),
+     ({"beta": 1.0, "solver": "gpu"}, "solver"), ({"beta": 1.0, "cg_tol": 0.0}, "cg_tol")],
 )
 def test_bad_parameters(problem2d, kwargs, match):
+    """Every parameter is checked before any work, each with a one-line error naming it."""
+    kwargs = {"hermite_elements": 3, **kwargs}
+    est = PotentialEstimator(**kwargs)
     with pytest.raises(FpirlInputError, match=match):
-        PotentialEstimator(hermite_elements=3, **kwargs).fit(problem2d.snapshots(8))
+        est.fit(problem2d.snapshots(8))
+    assert not hasattr(est, "coef_") and not hasattr(est, "gcv_")
+
+
+def test_learned_attributes_only_after_success(problem2d):
+    """A fit that fails (beta not identified at equilibrium) leaves no learned attribute behind,
+    and ``penalty_`` is the absolute weight ``ridge * tr(A) / tr(P)``."""
+    s = problem2d.snapshots(8)
+    eq = DensitySnapshots(s.grid, s.times, np.broadcast_to(s.values[-1], s.values.shape).copy())
+    est = PotentialEstimator(hermite_elements=3, estimate_beta=True)
+    with pytest.raises(FpirlInputError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(eq)
+    assert not [k for k in vars(est) if k.endswith("_")]
+    est = PotentialEstimator(hermite_elements=3, beta=4.0, ridge=1e-3).fit(s)
+    A, P = est.normal_equations_.xtx, est.hermite_.h1_seminorm_matrix()
+    assert est.penalty_ == pytest.approx(1e-3 * np.trace(A) / np.trace(P), rel=1e-12)
 
 
 def test_unfitted_estimator_raises():

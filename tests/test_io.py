@@ -45,7 +45,7 @@ def _fake_estimator(grid, n_h=2):
         hermite_=herm,
         coef_=coef,
         beta_=2.5,
-        ridge_=1e-9,
+        penalty_=1e-9,
         residual_=0.05,
         settings_={"time_scheme": "midpoint", "quadrature_points": 3, "beta_estimated": False},
         potential_on_grid=lambda g=None: herm.evaluate_grid(coef, (grid if g is None else g).coords),

@@ -54,7 +54,7 @@ def test_matrix_free_fit_equals_assembled_fit(rng, d, elements, hermite_elements
     m = PotentialEstimator(solver="matrix-free", **kw).fit(s)
     assert a.solver_ == "assembled" and m.solver_ == "matrix-free"
     assert np.abs(m.coef_ - a.coef_).max() <= 1e-8 * np.abs(a.coef_).max()
-    assert m.ridge_ == pytest.approx(a.ridge_, rel=1e-12)
+    assert m.penalty_ == pytest.approx(a.penalty_, rel=1e-12)
     assert m.residual_ == pytest.approx(a.residual_, rel=1e-8)
     assert m.settings_["solver"] == "matrix-free" and m.cg_info_["relative_residual"][0] <= 1e-12
 

@@ -54,7 +54,7 @@ def test_posterior_equals_constrained_gaussian(problem1d, rng, estimate_beta):
     post = density_posterior(est)
     ne, h = est.normal_equations_, est.hermite_
     n = h.n_coef
-    H = ne.xtx + est.ridge_ * h.h1_seminorm_matrix()
+    H = ne.xtx + est.penalty_ * h.h1_seminorm_matrix()
     if estimate_beta:
         H = np.block([[H, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]])
     m = np.concatenate([h.mean_functional().ravel(), [0.0] * (H.shape[0] - n)])

@@ -24,6 +24,7 @@ import scipy.linalg
 
 from ._version import __version__ as _version
 from ._errors import FpirlInputError
+from ._linalg import solve_spd
 from .assembly import NormalEquations, assemble_normal_equations
 from . import matfree
 from .density import DensitySnapshots
@@ -34,11 +35,24 @@ from .hermite import HermiteSpace
 DEFAULT_RIDGE = 1e-9
 
 
-def _solve_spd(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+TIME_SCHEMES = ("midpoint", "explicit")
+
+
+def _number(value, name: str) -> float:
     try:
-        return scipy.linalg.solve(M, rhs, assume_a="pos", check_finite=False)
-    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
-        return scipy.linalg.lstsq(M, rhs, check_finite=False)[0]
+        value = float(value)
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(value):
+        raise FpirlInputError(f"{name} must be finite, got {value}")
+    return value
+
+
+def _positive_number(value, name: str) -> float:
+    value = _number(value, name)
+    if not value > 0:
+        raise FpirlInputError(f"{name} must be a positive number, got {value}")
+    return value
 
 
 #: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
@@ -93,6 +107,20 @@ def gcv_ridge(A, P, m, b, hh, n_rows, ratio):
     return float(GCV_GRID[k]), {"ridge": GCV_GRID.copy(), "score": score, "dof": dof}
 
 
+def _check_beta(gamma: float, identifiability: float) -> None:
+    """An estimated ``1/beta`` must be positive; warn when the data hardly constrain it."""
+    if not gamma > 0:
+        raise FpirlInputError(
+            f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
+            "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
+        )
+    if identifiability < 1e-6:
+        warnings.warn(
+            "beta is poorly identified by these data (they may start near equilibrium); "
+            "consider fixing beta", RuntimeWarning, stacklevel=4,
+        )
+
+
 class PotentialEstimator:
     """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
 
@@ -137,8 +165,13 @@ class PotentialEstimator:
         Inverse temperature (given or estimated).
     hermite_ : HermiteSpace
     grid_ : Grid
-    ridge_ : float
-        The absolute Tikhonov weight used.
+    penalty_ : float
+        The absolute Tikhonov weight ``lambda = ridge * tr(A) / tr(P)`` used (``ridge`` is relative).
+    normal_equations_ : NormalEquations or None
+        The assembled sufficient statistics ``X^T X``, ``X^T g``, ``X^T c``, ``g.g``, ``g.c``, ``c.c``
+        and the row count (:class:`fpirl.assembly.NormalEquations`), e.g. to refit with another ridge
+        (``fit(..., normal_equations=...)``) or for the posterior of :mod:`fpirl.uncertainty`; None
+        on the matrix-free path.
     gcv_ : dict or None
         With ``ridge='gcv'``: the searched relative ridges, their GCV scores and effective dofs.
     residual_ : float
@@ -180,22 +213,44 @@ class PotentialEstimator:
         self.cg_tol = cg_tol
 
     # ------------------------------------------------------------------------------------
-    def _check_params(self):
+    def _check_params(self, grid: Grid) -> dict:
+        """Every parameter checked before any work (one-line :class:`FpirlInputError` each).
+
+        Returns the validated ``beta`` (None when estimated), ``ridge`` (a number or ``'gcv'``) and
+        ``elements`` (one per axis of ``grid``).
+        """
         if self.estimate_beta and self.beta is not None:
             raise FpirlInputError("give either a fixed beta or estimate_beta=True, not both")
+        beta = None
         if not self.estimate_beta:
             if self.beta is None:
                 raise FpirlInputError("beta is required (or set estimate_beta=True)")
-            if not np.isfinite(self.beta) or self.beta <= 0:
-                raise FpirlInputError(f"beta must be a positive number, got {self.beta}")
+            beta = _positive_number(self.beta, "beta")
         if isinstance(self.ridge, str):
             if self.ridge != "gcv":
                 raise FpirlInputError(f"ridge must be a non-negative number or 'gcv', got {self.ridge!r}")
-            return "gcv"
-        ridge = DEFAULT_RIDGE if self.ridge is None else float(self.ridge)
-        if not np.isfinite(ridge) or ridge < 0:
-            raise FpirlInputError(f"ridge must be non-negative, got {self.ridge}")
-        return ridge
+            ridge = "gcv"
+        else:
+            ridge = DEFAULT_RIDGE if self.ridge is None else _number(self.ridge, "ridge")
+            if not ridge >= 0:
+                raise FpirlInputError(f"ridge must be non-negative, got {self.ridge}")
+        try:
+            elements = np.broadcast_to(np.asarray(self.hermite_elements), (grid.ndim,))
+            whole = elements.dtype.kind in "iu" or (elements.dtype.kind == "f" and np.all(elements == np.round(elements)))
+        except (TypeError, ValueError):
+            whole = False
+        if not whole or np.any(elements < (2 if grid.periodic else 1)):
+            raise FpirlInputError(
+                f"hermite_elements must be one integer or one per axis ({grid.ndim}: {', '.join(grid.names)}), "
+                f"each >= {2 if grid.periodic else 1}, got {self.hermite_elements!r}")
+        if self.time_scheme not in TIME_SCHEMES:
+            raise FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {self.time_scheme!r}")
+        if not (isinstance(self.quadrature_points, (int, np.integer)) and 1 <= self.quadrature_points <= 10):
+            raise FpirlInputError(f"quadrature_points must be an integer 1..10, got {self.quadrature_points!r}")
+        if self.solver not in SOLVERS:
+            raise FpirlInputError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
+        _positive_number(self.cg_tol, "cg_tol")
+        return {"beta": beta, "ridge": ridge, "elements": tuple(int(e) for e in elements)}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
         """Fit psi (and beta) to density snapshots.
@@ -207,14 +262,13 @@ class PotentialEstimator:
         normal_equations : NormalEquations, optional
             Re-use an assembled system (e.g. when sweeping ``ridge``); must come from the same data.
         """
-        ridge = self._check_params()
         streaming = isinstance(snapshots, matfree.StreamingSnapshots)
         if not (isinstance(snapshots, DensitySnapshots) or streaming):
             raise FpirlInputError("fit expects DensitySnapshots (or StreamingSnapshots)")
-        if self.solver not in SOLVERS:
-            raise FpirlInputError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         grid = snapshots.grid
-        hermite = HermiteSpace.on_grid(grid, self.hermite_elements)
+        params = self._check_params(grid)
+        ridge = params["ridge"]
+        hermite = HermiteSpace.on_grid(grid, params["elements"])
         if grid.size < hermite.n_coef:
             warnings.warn(
                 f"the FE grid has {grid.size} nodes but psi has {hermite.n_coef} Hermite coefficients: "
@@ -231,7 +285,7 @@ class PotentialEstimator:
             if ridge == "gcv":
                 raise FpirlInputError("ridge='gcv' needs the assembled normal matrix; use solver='assembled' "
                                       "or a numeric ridge")
-            return self._fit_matrix_free(snapshots, hermite, ridge)
+            return self._fit_matrix_free(snapshots, hermite, ridge, params["beta"])
         if streaming:
             raise FpirlInputError("streamed snapshots need solver='matrix-free' (or 'auto')")
         if self.normalize:
@@ -262,35 +316,38 @@ class PotentialEstimator:
             M += A
             M += scale * np.outer(m, m)
             if not self.estimate_beta:
-                gamma = 1.0 / float(self.beta)
-                return _solve_spd(M, -(ne.xtg + gamma * ne.xtc)), gamma, None
-            y1, y2 = _solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
+                gamma = 1.0 / params["beta"]
+                return solve_spd(M, -(ne.xtg + gamma * ne.xtc)), gamma, None
+            y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
             schur = ne.cc - float(ne.xtc @ y2)
             gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")
             return -(y1 + gamma * y2), float(gamma), schur
 
-        self.gcv_ = None
+        gcv = None
         if ridge == "gcv":
             # with beta estimated, 1/beta is held at its default-ridge estimate while choosing the ridge
-            gamma0 = solve(DEFAULT_RIDGE * ratio)[1] if self.estimate_beta else 1.0 / float(self.beta)
+            gamma0 = solve(DEFAULT_RIDGE * ratio)[1] if self.estimate_beta else 1.0 / params["beta"]
             hh0 = ne.gg + 2 * gamma0 * ne.gc + gamma0**2 * ne.cc
-            ridge, self.gcv_ = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
+            ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
-        self.beta_identifiability_ = None
+        identifiability = None
         if self.estimate_beta:
-            self.beta_identifiability_ = float(schur / ne.cc) if ne.cc > 0 else 0.0
-            self._check_beta(gamma)
+            identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
+            _check_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = ne.xtg + gamma * ne.xtc
         hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
         flat = coef.ravel()
         r2 = max(flat @ A @ flat + 2 * flat @ b + hh, 0.0)
+        # learned attributes only now, after every check passed
+        self.gcv_ = gcv
+        self.beta_identifiability_ = identifiability
         self.coef_ = coef
         self.beta_ = 1.0 / gamma
         self.hermite_ = hermite
         self.grid_ = grid
-        self.ridge_ = float(lam)
+        self.penalty_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = ne
         self.solver_ = "assembled"
@@ -300,7 +357,7 @@ class PotentialEstimator:
             "hermite_elements": ",".join(map(str, hermite.elements)),
             "fe_elements": ",".join(map(str, grid.elements)),
             "ridge_relative": float(ridge),
-            "ridge_selection": "gcv" if self.gcv_ is not None else "fixed",
+            "ridge_selection": "gcv" if gcv is not None else "fixed",
             "ridge_absolute": float(lam),
             "time_scheme": self.time_scheme,
             "quadrature_points": int(self.quadrature_points),
@@ -311,7 +368,7 @@ class PotentialEstimator:
         }
         return self
 
-    def _fit_matrix_free(self, snapshots, hermite, ridge):
+    def _fit_matrix_free(self, snapshots, hermite, ridge, beta):
         """The matrix-free path (:func:`fpirl.matfree.solve_regression`); same outputs as :meth:`fit`."""
         source = snapshots if isinstance(snapshots, matfree.StreamingSnapshots) else \
             matfree.StreamingSnapshots.from_snapshots(snapshots)
@@ -319,21 +376,22 @@ class PotentialEstimator:
             source = source.normalize()
         op = matfree.NormalOperator(source, hermite, time_scheme=self.time_scheme,
                                     quadrature_points=self.quadrature_points)
-        gamma = None if self.estimate_beta else 1.0 / float(self.beta)
+        gamma = None if beta is None else 1.0 / beta
         theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=self.cg_tol,
                                                               progress=self.progress)
         ne = op.rhs
-        self.beta_identifiability_ = None
+        identifiability = None
         if self.estimate_beta:
-            self.beta_identifiability_ = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
-            self._check_beta(gamma)
+            identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
+            _check_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = ne.xtg + gamma * ne.xtc
         hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
         flat = coef.ravel()
         r2 = max(flat @ op.matvec(flat) + 2 * flat @ b + hh, 0.0)
+        self.beta_identifiability_ = identifiability
         self.coef_, self.beta_, self.hermite_, self.grid_ = coef, 1.0 / gamma, hermite, source.grid
-        self.ridge_ = float(lam)
+        self.penalty_ = float(lam)
         self.gcv_ = None
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = None
@@ -355,18 +413,6 @@ class PotentialEstimator:
             "fpirl_version": _version,
         }
         return self
-
-    def _check_beta(self, gamma):
-        if not gamma > 0:
-            raise FpirlInputError(
-                f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
-                "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
-            )
-        if self.beta_identifiability_ < 1e-6:
-            warnings.warn(
-                "beta is poorly identified by these data (they may start near equilibrium); "
-                "consider fixing beta", RuntimeWarning, stacklevel=3,
-            )
 
     # ------------------------------------------------------------------------------------
     def _check_fitted(self):

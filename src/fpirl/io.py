@@ -143,7 +143,7 @@ class FittedPotential(Protocol):
     :class:`~fpirl.identify.PotentialEstimator` and the track estimators of :mod:`fpirl.estimators`).
 
     ``coef_`` (shape ``hermite_.shape``), ``beta_``, ``grid_`` (the FE grid the result is written
-    on), ``hermite_``, ``ridge_`` (the absolute Tikhonov weight used), ``residual_``, ``settings_``
+    on), ``hermite_``, ``penalty_`` (the absolute Tikhonov weight used), ``residual_``, ``settings_``
     (scalars and strings, written as ``solver_<key>`` attrs) and ``potential_on_grid()`` (nodal
     ``psi`` on ``grid_``, zero mean).
     """
@@ -152,7 +152,7 @@ class FittedPotential(Protocol):
     beta_: float
     grid_: Grid
     hermite_: "HermiteSpace"
-    ridge_: float
+    penalty_: float
     residual_: float
     settings_: dict
 
@@ -194,7 +194,7 @@ def result_dataset(estimator: FittedPotential, mdp: "MDP | None" = None, extra: 
     from .mdp import MDP
 
     if not isinstance(estimator, FittedPotential):
-        missing = [k for k in ("coef_", "beta_", "grid_", "hermite_", "ridge_", "residual_", "settings_",
+        missing = [k for k in ("coef_", "beta_", "grid_", "hermite_", "penalty_", "residual_", "settings_",
                                "potential_on_grid") if not hasattr(estimator, k)]
         raise TypeError(f"result_dataset needs a fitted estimator; {type(estimator).__name__} lacks "
                         f"{', '.join(missing)}")
@@ -234,7 +234,7 @@ def result_dataset(estimator: FittedPotential, mdp: "MDP | None" = None, extra: 
         "action_dims": ",".join(grid.names[i] for i in grid.action_axes),
         "fe_elements": np.asarray(grid.elements, dtype=np.int64),
         "hermite_elements": np.asarray(np.broadcast_to(hermite.elements, (grid.ndim,)), dtype=np.int64),
-        "ridge": float(estimator.ridge_),
+        "ridge": float(estimator.penalty_),
         "residual": float(estimator.residual_),
         "fpirl_version": _version(),
     }

@@ -196,7 +196,7 @@ def density_posterior(est) -> CoefficientPosterior:
     Parameters
     ----------
     est : PotentialEstimator (or an estimator wrapping one as ``estimator_``)
-        Fitted; uses ``normal_equations_``, ``ridge_``, ``coef_``, ``beta_`` and whether beta was
+        Fitted; uses ``normal_equations_``, ``penalty_``, ``coef_``, ``beta_`` and whether beta was
         estimated (``settings_['beta_estimated']``).
     """
     inner = _inner(est)
@@ -211,7 +211,7 @@ def density_posterior(est) -> CoefficientPosterior:
     estimated = bool(inner.settings_.get("beta_estimated", 0))
     gamma = 1.0 / float(inner.beta_)
     theta = np.asarray(inner.coef_, dtype=float).ravel()
-    prior = inner.ridge_ * P + mu * np.outer(m, m)
+    prior = inner.penalty_ * P + mu * np.outer(m, m)
     if estimated:
         K_data = np.block([[A, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]])
         K = K_data.copy()
@@ -236,7 +236,7 @@ def increments_posterior(est) -> CoefficientPosterior:
     """Closed-form posterior of a fitted :class:`~fpirl.estimators.IncrementsEstimator` (module doc).
 
     Uses the estimator's normal equations ``system_`` (:class:`~fpirl.estimators._assembly.IncrementSystem`,
-    in the space ``fit_space_`` of the axes ``fit_axes_`` psi varies along), ``ridge_``, ``beta_``
+    in the space ``fit_space_`` of the axes ``fit_axes_`` psi varies along), ``penalty_``, ``beta_``
     and ``dt_``. The velocity rows have variance ``2 / (beta dt)``; with beta estimated,
     ``gamma = 1/beta`` gets the independent chi-square interval ``var(gamma) = 2 gamma^2 / n_rows``.
     The factor is mapped to ``hermite_`` (psi constant along the other axes) exactly.
@@ -249,7 +249,7 @@ def increments_posterior(est) -> CoefficientPosterior:
     A = system.A
     m = h.mean_functional().ravel()
     mu = np.trace(A) / n
-    K = A + est.ridge_ * h.h1_seminorm_matrix() + mu * np.outer(m, m)
+    K = A + est.penalty_ * h.h1_seminorm_matrix() + mu * np.outer(m, m)
     gamma = 1.0 / float(est.beta_)
     sigma2 = 2.0 * gamma / float(est.dt_)
     F = _conditioned_factor(K, n, h, mu, sigma2)
@@ -383,4 +383,4 @@ def samples_posterior(est, samples: np.ndarray, method: str = "bootstrap") -> Co
 
 
 # the result-file side (bands, extra variables) lives in a private module; public names re-exported
-from ._bands import credible_bands, fit_uncertainty, uncertainty_extra  # noqa: E402
+from ._bands import credible_bands, fit_uncertainty, uncertainty_extra  # noqa: E402, F401

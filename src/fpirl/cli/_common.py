@@ -91,8 +91,8 @@ def _fit_notes(est, mdp) -> list[str]:
     rel = settings.get("ridge_relative")
     how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
     lines = [f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
-             f"tr(A)/tr(P) = {est.ridge_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
-             if rel is not None else f"ridge: {est.ridge_:.3g} (absolute weight of int |grad psi|^2)"]
+             f"tr(A)/tr(P) = {est.penalty_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
+             if rel is not None else f"ridge: {est.penalty_:.3g} (absolute weight of int |grad psi|^2)"]
     if mdp is None:
         grid = est.grid_
         missing = "action" if not grid.action_axes else "state"

@@ -179,7 +179,7 @@ def _fit_density(args, out) -> int:
     write_result(out, ds)
     print(
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
-        f"beta={est.beta_:.6g}, ridge={est.ridge_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
+        f"beta={est.beta_:.6g}, ridge={est.penalty_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
     )
     for line in _fit_notes(est, mdp):  # the ridge (relative vs absolute); why Q, policy, reward may be missing
         print(f"fpirl fit: {line}")
@@ -286,7 +286,7 @@ def _fit_table(args, out) -> int:
     print(
         f"fpirl fit: {tracks.n_obs} observations, {tracks.n_tracks} tracks, {len(tracks.pairs()[0])} transitions, "
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
-        f"Hermite elements {elements} ({chosen}), ridge={est.ridge_:.3g}; wrote {out}"
+        f"Hermite elements {elements} ({chosen}), ridge={est.penalty_:.3g}; wrote {out}"
     )
     for line in _fit_notes(est, mdp):
         print(f"fpirl fit: {line}")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from .._errors import FpirlInputError
+from .._linalg import solve_spd  # noqa: F401  (re-exported for the track estimators)
 from ..grid import Grid
 from ..hermite import HermiteSpace
 from ..tracks import TrackTable
@@ -87,30 +87,6 @@ def check_tracks(tracks) -> TrackTable:
     if not isinstance(tracks, TrackTable):
         raise FpirlInputError(f"fit expects a TrackTable, got {type(tracks).__name__}")
     return tracks
-
-
-#: Relative diagonal shifts tried when a system is not numerically positive definite.
-JITTERS = (1e-12, 1e-10, 1e-8)
-
-
-def solve_spd(M: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solve a symmetric positive (semi-)definite system by Cholesky.
-
-    A system that is only numerically semi-definite (coefficients the data and a tiny ridge barely
-    reach) is factorised with the smallest diagonal shift ``eps * tr(M) / n``, ``eps`` in
-    :data:`JITTERS`, that makes it definite - a further ridge far below any the estimators use -
-    and only then by least squares (an SVD, ~50x slower than Cholesky at 1,600 unknowns).
-    """
-    # cho_factor/cho_solve directly: scipy.linalg.solve(assume_a='pos') was ~50x slower here
-    # (scipy 1.17, 256 x 256: 60 ms against 1.2 ms)
-    scale = np.trace(M) / M.shape[0]
-    for eps in (0.0,) + JITTERS:
-        try:
-            factor = scipy.linalg.cho_factor(M + eps * scale * np.eye(M.shape[0]) if eps else M, check_finite=False)
-            return scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-        except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
-            continue
-    return scipy.linalg.lstsq(M, rhs, check_finite=False)[0]
 
 
 class TrackEstimatorMixin:

@@ -114,7 +114,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
 
     Attributes
     ----------
-    coef_, beta_, hermite_, grid_, ridge_, residual_, settings_
+    coef_, beta_, hermite_, grid_, penalty_, residual_, settings_
         As :class:`fpirl.identify.PotentialEstimator` (``grid_`` is the snapshot grid).
     dt_ : float
         The table's sampling interval (one MDP step); the snapshot spacing is ``stride * dt_``.
@@ -252,7 +252,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         self.coef_ = inner.coef_
         self.beta_ = inner.beta_
         self.hermite_ = inner.hermite_
-        self.ridge_ = inner.ridge_
+        self.penalty_ = inner.penalty_
         self.residual_ = inner.residual_
         self.dt_ = float(tracks.dt)
         settings = dict(inner.settings_)

@@ -172,7 +172,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
 
     Attributes
     ----------
-    coef_, beta_, hermite_, grid_, ridge_, residual_, settings_, dt_
+    coef_, beta_, hermite_, grid_, penalty_, residual_, settings_, dt_
         As :class:`fpirl.identify.PotentialEstimator`; ``residual_`` is ``sqrt(RSS / sum v^2)``.
     localization_noise_ : float or None
         With ``noise_correction`` and beta estimated: ``sqrt`` of half the excess of the raw
@@ -330,7 +330,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.beta_ = float(beta_)
         self.hermite_ = space
         self.grid_ = tracks.grid(fe)
-        self.ridge_ = lam
+        self.penalty_ = lam
         self.residual_ = float(np.sqrt(rss / system.c)) if system.c > 0 else 0.0
         self.dt_ = dt
         self.n_transitions_ = int(system.n_transitions)

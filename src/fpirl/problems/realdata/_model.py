@@ -54,7 +54,7 @@ class VelocityPotentialEstimator(TrackEstimatorMixin):
         inner.fit(_action_table(table))
         self.hermite_, self.coef_ = embed_constant_axes(inner.hermite_, inner.coef_, table.action_axes,
                                                         table.lower, table.upper, table.periodic)
-        self.beta_, self.ridge_, self.residual_, self.dt_ = inner.beta_, inner.ridge_, inner.residual_, table.dt
+        self.beta_, self.penalty_, self.residual_, self.dt_ = inner.beta_, inner.penalty_, inner.residual_, table.dt
         self.settings_ = dict(inner.settings_, psi="velocity only")
         self.grid_ = table.grid(default_result_elements(table, self.hermite_.elements))
         self.n_transitions_ = getattr(inner, "n_transitions_", None)
