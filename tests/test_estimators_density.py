@@ -9,7 +9,7 @@ from fpirl.estimators.density import scott_bandwidth, smooth_density
 from fpirl.grid import Grid
 from fpirl.tracks import TrackTable
 
-from test_estimators_increments import PI, make_tracks, rel_error
+from _simtracks import PI, make_tracks, rel_error
 
 
 def psi1(x):

@@ -9,37 +9,8 @@ from fpirl.estimators._assembly import assemble_increments
 from fpirl.simulate import sample_sde
 from fpirl.tracks import TrackTable
 
-PI = np.pi
+from _simtracks import PI, make_tracks, rel_error
 
-
-def make_tracks(grad, beta, n_tracks, steps, dt, lower, upper, boundary, seed, noise=0.0):
-    """Tracks of the Euler-Maruyama sampler (independent of the estimator), optional position noise."""
-    rng = np.random.default_rng(seed)
-    lower, upper = np.atleast_1d(lower).astype(float), np.atleast_1d(upper).astype(float)
-    d = lower.size
-    x = sample_sde(grad, beta, rng.uniform(lower, upper, (n_tracks, d)), dt, steps, rng, lower, upper, boundary)
-    values = x.transpose(1, 0, 2).reshape(-1, d)
-    if noise:
-        values = values + noise * rng.standard_normal(values.shape)
-        if boundary == "periodic":
-            values = lower + np.mod(values - lower, upper - lower)
-        else:
-            values = np.clip(values, lower, upper)
-    seg = np.repeat(np.arange(n_tracks), steps + 1)
-    time = np.tile(np.arange(steps + 1) * dt, n_tracks)
-    names = tuple(f"x{i}" for i in range(d))
-    return TrackTable(values, seg, seg, time, dt, names, ("state",) * d, lower, upper, boundary)
-
-
-def rel_error(est, psi, lower, upper, n=64):
-    axes = [np.linspace(a, b, n) for a, b in zip(np.atleast_1d(lower), np.atleast_1d(upper))]
-    pts = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
-    p, q = est.potential(pts), psi(pts)
-    p, q = p - p.mean(), q - q.mean()
-    return np.sqrt(np.mean((p - q) ** 2) / np.mean(q**2))
-
-
-# ---- 1-D periodic: psi = 0.6 cos(pi x) + 0.3 sin(2 pi x) ----------------------------------------
 def psi1(x):
     return 0.6 * np.cos(PI * x[..., 0]) + 0.3 * np.sin(2 * PI * x[..., 0])
 

@@ -7,7 +7,7 @@ import xarray as xr
 from fpirl import FpirlInputError, IncrementsEstimator, result_dataset
 from fpirl.estimators.selection import candidate_elements, track_folds
 
-from test_estimators_increments import PI, make_tracks, rel_error
+from _simtracks import PI, make_tracks, rel_error
 
 
 def psi_rough(x):
