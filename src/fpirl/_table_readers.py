@@ -8,7 +8,6 @@ are NaN). Rows are counted from 1 after the header in every message (a CSV row `
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,15 +40,6 @@ def _have_pyarrow() -> bool:
     except ImportError:  # pragma: no cover - the test extra installs pyarrow
         return False
     return True
-
-
-def check_readable(path: Path) -> None:
-    if not path.exists():
-        raise FpirlInputError(f"no such file: {str(path)!r}")
-    if path.is_dir():
-        raise FpirlInputError(f"{str(path)!r} is a directory, not a file")
-    if not os.access(path, os.R_OK):
-        raise FpirlInputError(f"cannot read {str(path)!r}: permission denied")
 
 
 def _missing_columns(path: Path, available, needed) -> None:

@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from ._errors import FpirlInputError
-from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, check_readable, read_csv_columns,
+from ._files import check_readable
+from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns,
                              read_parquet_columns)
 from .grid import BOUNDARIES
 from .tracks import TrackTable
