@@ -120,7 +120,7 @@ def test_estimator_api(problem2d):
     "kwargs, match",
     [({}, "beta is required"), ({"beta": -1.0}, "positive"), ({"beta": 2.0, "estimate_beta": True}, "either"),
      ({"beta": 1.0, "ridge": -1.0}, "ridge"), ({"beta": 1.0, "time_scheme": "rk4"}, "time_scheme"),
-     ({"beta": "x"}, "beta must be a number"), ({"beta": 1.0, "hermite_elements": (3, 3, 3)}, "one per axis"),
+     ({"beta": "x"}, "beta must be a positive number"), ({"beta": 1.0, "hermite_elements": (3, 3, 3)}, "one per axis"),
      ({"beta": 1.0, "hermite_elements": 1}, ">= 2"), ({"beta": 1.0, "quadrature_points": 0}, "quadrature_points"),
      ({"beta": 1.0, "solver": "gpu"}, "solver"), ({"beta": 1.0, "cg_tol": 0.0}, "cg_tol")],
 )

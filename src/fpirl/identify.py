@@ -24,7 +24,9 @@ import scipy.linalg
 
 from ._version import __version__ as _version
 from ._errors import FpirlInputError
+from ._fitted import FittedPotentialMixin
 from ._linalg import solve_spd
+from ._nodal import _positive as _positive_number
 from .assembly import NormalEquations, assemble_normal_equations
 from . import matfree
 from .density import DensitySnapshots
@@ -45,13 +47,6 @@ def _number(value, name: str) -> float:
         raise FpirlInputError(f"{name} must be a number, got {value!r}") from None
     if not np.isfinite(value):
         raise FpirlInputError(f"{name} must be finite, got {value}")
-    return value
-
-
-def _positive_number(value, name: str) -> float:
-    value = _number(value, name)
-    if not value > 0:
-        raise FpirlInputError(f"{name} must be a positive number, got {value}")
     return value
 
 
@@ -121,7 +116,7 @@ def _check_beta(gamma: float, identifiability: float) -> None:
         )
 
 
-class PotentialEstimator:
+class PotentialEstimator(FittedPotentialMixin):
     """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
 
     Parameters
@@ -413,30 +408,3 @@ class PotentialEstimator:
             "fpirl_version": _version,
         }
         return self
-
-    # ------------------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise RuntimeError("this PotentialEstimator is not fitted yet; call fit first")
-
-    def potential(self, points) -> np.ndarray:
-        """psi at scattered points of shape ``(..., d)`` (zero mean over the domain)."""
-        self._check_fitted()
-        return self.hermite_.evaluate(self.coef_, points)
-
-    def gradient(self, points) -> np.ndarray:
-        """grad psi at scattered points, shape ``(..., d)``."""
-        self._check_fitted()
-        return self.hermite_.gradient(self.coef_, points)
-
-    def potential_on_grid(self, grid: Grid | None = None) -> np.ndarray:
-        """Nodal psi on ``grid`` (default: the data grid), zero mean over the domain."""
-        self._check_fitted()
-        grid = self.grid_ if grid is None else grid
-        return self.hermite_.evaluate_grid(self.coef_, grid.coords)
-
-    def gradient_on_grid(self, grid: Grid | None = None, axes=None) -> np.ndarray:
-        """Nodal partial derivatives of psi, shape ``(len(axes), *grid.shape)`` (default all axes)."""
-        self._check_fitted()
-        grid = self.grid_ if grid is None else grid
-        return self.hermite_.gradient_grid(self.coef_, grid.coords, axes)

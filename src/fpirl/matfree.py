@@ -49,8 +49,6 @@ Rayleigh quotient of ``A`` on a random vector. Each application costs ``2 d`` sm
 from __future__ import annotations
 
 import itertools
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -59,7 +57,7 @@ import scipy.sparse
 
 from ._errors import FpirlInputError
 from ._tensor import apply_along_axes
-from .assembly import NormalEquations, build_tables, time_pairs
+from .assembly import NormalEquations, _threaded, build_tables, time_pairs
 from .density import DensitySnapshots
 from .grid import Grid
 
@@ -69,7 +67,6 @@ __all__ = ["KroneckerPreconditioner", "NormalOperator", "StreamingSnapshots", "c
 #: snapshots held at once by a pass over the data (a chunk of time pairs)
 DEFAULT_CHUNK_BYTES = 1 << 28
 #: threads for the passes over the data (the elementwise loops release the GIL)
-_THREADS = min(2, os.cpu_count() or 1)
 _SLAB_BYTES = 1 << 20
 _SPARSE_PATTERN_BYTES = 1 << 29
 
@@ -346,12 +343,7 @@ class NormalOperator:
                 for idx, view in zip(self._shifts, views):
                     W[self._key(idx, slab)] += np.einsum(expr, r, view)
 
-        n_threads = min(_THREADS, len(slabs))
-        if n_threads <= 1:
-            work(slabs)
-            return
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(work, [slabs[t::n_threads] for t in range(n_threads)]))
+        _threaded(work, slabs)
 
     def _residuals_sparse(self, U: np.ndarray, P: np.ndarray):
         """All ``r_k = sum_l shift_l(pbar_k) U[l]`` as one sparse-times-dense product, or None.

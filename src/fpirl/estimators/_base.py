@@ -6,7 +6,8 @@ import numpy as np
 
 from .._errors import FpirlInputError
 from .._linalg import solve_spd  # noqa: F401  (re-exported for the track estimators)
-from ..grid import Grid
+from .._fitted import FittedPotentialMixin
+from .._nodal import _positive
 from ..hermite import HermiteSpace
 from ..tracks import TrackTable
 
@@ -62,15 +63,8 @@ def embed_constant_axes(space: HermiteSpace, coef, kept, lower, upper, periodic:
 
 
 def check_beta(beta):
-    if beta is None:
-        return None
-    try:
-        beta = float(beta)
-    except (TypeError, ValueError):
-        raise FpirlInputError(f"beta must be a positive number or None (estimate), got {beta!r}") from None
-    if not (np.isfinite(beta) and beta > 0):
-        raise FpirlInputError(f"beta must be a positive number or None (estimate), got {beta}")
-    return beta
+    """None (estimate beta) or a positive finite number."""
+    return None if beta is None else _positive(beta, "beta")
 
 
 def check_ridge(ridge):
@@ -89,34 +83,8 @@ def check_tracks(tracks) -> TrackTable:
     return tracks
 
 
-class TrackEstimatorMixin:
-    """Evaluation methods shared by the track estimators (same as :class:`fpirl.identify.PotentialEstimator`)."""
-
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
-
-    def potential(self, points) -> np.ndarray:
-        """psi at scattered points of shape ``(..., d)`` (zero mean over the domain)."""
-        self._check_fitted()
-        return self.hermite_.evaluate(self.coef_, points)
-
-    def gradient(self, points) -> np.ndarray:
-        """grad psi at scattered points, shape ``(..., d)``."""
-        self._check_fitted()
-        return self.hermite_.gradient(self.coef_, points)
-
-    def potential_on_grid(self, grid: Grid | None = None) -> np.ndarray:
-        """Nodal psi on ``grid`` (default: the result grid ``grid_``), zero mean over the domain."""
-        self._check_fitted()
-        grid = self.grid_ if grid is None else grid
-        return self.hermite_.evaluate_grid(self.coef_, grid.coords)
-
-    def gradient_on_grid(self, grid: Grid | None = None, axes=None) -> np.ndarray:
-        """Nodal partial derivatives of psi, shape ``(len(axes), *grid.shape)`` (default all axes)."""
-        self._check_fitted()
-        grid = self.grid_ if grid is None else grid
-        return self.hermite_.gradient_grid(self.coef_, grid.coords, axes)
+class TrackEstimatorMixin(FittedPotentialMixin):
+    """The shared interface of the track estimators (evaluation of the fitted potential, result extras)."""
 
     def result_extra(self) -> dict:
         """Extra variables and attrs for the result file (none by default)."""
