@@ -65,3 +65,12 @@ def rel_error(est, psi, lower, upper, n=64):
 
 
 # ---- 1-D periodic: psi = 0.6 cos(pi x) + 0.3 sin(2 pi x) ----------------------------------------
+
+
+# 1-D periodic potential of the track-estimator tests: psi1 = 0.6 cos(pi x) + 0.3 sin(2 pi x)
+def psi1(x):
+    return 0.6 * np.cos(PI * x[..., 0]) + 0.3 * np.sin(2 * PI * x[..., 0])
+
+
+def grad1(x):
+    return np.stack([-0.6 * PI * np.sin(PI * x[..., 0]) + 0.6 * PI * np.cos(2 * PI * x[..., 0])], axis=-1)

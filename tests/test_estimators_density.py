@@ -9,15 +9,8 @@ from fpirl.estimators.density import scott_bandwidth, smooth_density
 from fpirl.grid import Grid
 from fpirl.tracks import TrackTable
 
-from _simtracks import PI, make_tracks, rel_error
+from _simtracks import PI, grad1, make_tracks, psi1, rel_error
 
-
-def psi1(x):
-    return 0.6 * np.cos(PI * x[..., 0]) + 0.3 * np.sin(2 * PI * x[..., 0])
-
-
-def grad1(x):
-    return np.stack([-0.6 * PI * np.sin(PI * x[..., 0]) + 0.6 * PI * np.cos(2 * PI * x[..., 0])], axis=-1)
 
 
 @pytest.fixture(scope="module")

@@ -64,14 +64,18 @@ class _TrackCoder:
         if np.any(local < 0):
             row = row0 + int(np.flatnonzero(local < 0)[0]) + 1
             raise FpirlInputError(f"column {column!r} (track) has a missing value at row {row}")
+        return self._lookup(uniques.tolist())[local]
+
+    def _lookup(self, uniques: list) -> np.ndarray:
+        """Global codes of a block's distinct track ids (new ids get the next code; a handful per block)."""
         lookup = np.empty(len(uniques), dtype=np.int64)
-        for j, u in enumerate(uniques.tolist()):  # a handful of distinct tracks per block
+        for j, u in enumerate(uniques):
             code = self.index.get(u)
             if code is None:
                 code = self.index[u] = len(self.ids)
                 self.ids.append(u)
             lookup[j] = code
-        return lookup[local]
+        return lookup
 
     def codes_arrow(self, array, row0: int, column: str) -> np.ndarray:
         """Same as :meth:`codes` for a pyarrow array, hashed in C++ (no Python strings per row)."""
@@ -84,14 +88,7 @@ class _TrackCoder:
             row = row0 + int(np.flatnonzero(encoded.is_null().to_numpy(zero_copy_only=False))[0]) + 1
             raise FpirlInputError(f"column {column!r} (track) has a missing value at row {row}")
         local = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        lookup = np.empty(len(encoded.dictionary), dtype=np.int64)
-        for j, u in enumerate(encoded.dictionary.to_pylist()):
-            code = self.index.get(u)
-            if code is None:
-                code = self.index[u] = len(self.ids)
-                self.ids.append(u)
-            lookup[j] = code
-        return lookup[local]
+        return self._lookup(encoded.dictionary.to_pylist())[local]
 
     def track_ids(self) -> np.ndarray:
         """The distinct ids; text ids that are all plain integers (as CSV gives them) become integers."""

@@ -107,3 +107,13 @@ def _progress(args) -> bool:
     from .._progress import show_progress
 
     return show_progress(not getattr(args, "no_progress", False))
+
+
+def add_column_arguments(group, required_note: str = "") -> None:
+    """The trajectory-table column options (``--track --time --state --action``) of fit and evaluate."""
+    group.add_argument("--track", metavar="COL", help=f"column with the track ids{required_note}")
+    group.add_argument("--time", metavar="COL", help=f"column with the observation times{required_note}")
+    group.add_argument("--state", metavar="C1,C2", help=f"state columns{required_note}")
+    group.add_argument("--action", metavar="C3,C4|velocity",
+                       help="action columns, or 'velocity' for backward differences of the states within a "
+                       "track (default: the state alone is modelled)")

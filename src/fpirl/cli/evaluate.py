@@ -6,7 +6,7 @@ import argparse
 import json
 
 from .._errors import FpirlInputError
-from ._common import EXIT_OK
+from ._common import EXIT_OK, add_column_arguments
 
 #: result attrs written by ``fpirl fit`` on a track table -> read_tracks keyword
 _TABLE_ATTRS = {"track": "table_track", "time": "table_time", "state": "table_state", "action": "table_action"}
@@ -16,10 +16,7 @@ def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit' on a track table")
     p.add_argument("tracks", metavar="TRACKS", help="held-out trajectory table (.csv or .parquet)")
     cols = p.add_argument_group("columns (default: the ones the result was fitted with)")
-    cols.add_argument("--track", metavar="COL", help="track id column")
-    cols.add_argument("--time", metavar="COL", help="time column")
-    cols.add_argument("--state", metavar="C1,C2", help="state columns")
-    cols.add_argument("--action", metavar="C3,C4|velocity", help="action columns, or 'velocity'")
+    add_column_arguments(cols)
     p.add_argument("--json", action="store_true",
                    help='print one JSON object {"transitions": n, "loglik": {"fpirl": x, "diffusion": y, '
                    '"persistent_random_walk": z}}')

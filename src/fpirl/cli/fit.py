@@ -9,7 +9,7 @@ import re
 
 from .._errors import FpirlInputError
 from ._common import (EXIT_OK, _discount, _fit_notes, _output_netcdf, _positive_float, _positive_int,
-                      _positive_int_list, _progress, _ridge)
+                      _positive_int_list, _progress, _ridge, add_column_arguments)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -80,12 +80,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                      help="assemble the normal equations (and run bootstrap replicates) on Dask: 'local' starts a "
                      "LocalCluster on this machine, tcp://HOST:PORT uses a running scheduler (needs fpirl[dask])")
     table = p.add_argument_group("trajectory tables (CSV/Parquet, one row per observation; docs/formats.md)")
-    table.add_argument("--track", metavar="COL", help="column with the track ids (required for tables)")
-    table.add_argument("--time", metavar="COL", help="column with the observation times (required for tables)")
-    table.add_argument("--state", metavar="C1,C2", help="state columns (required for tables)")
-    table.add_argument("--action", metavar="C3,C4|velocity",
-                       help="action columns, or 'velocity' for backward differences of the states within a "
-                       "track (default: the state alone is modelled)")
+    add_column_arguments(table, " (required for tables)")
     table.add_argument("--boundary", choices=("periodic", "reflecting"), help="box boundary (default reflecting)")
     table.add_argument("--bounds", metavar="LO:HI,...",
                        help="one LO:HI per modelled axis, states then actions (e.g. --bounds -1:1,-1:1); "
