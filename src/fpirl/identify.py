@@ -347,21 +347,26 @@ class PotentialEstimator(FittedPotentialMixin):
         self.normal_equations_ = ne
         self.solver_ = "assembled"
         self.cg_info_ = None
-        self.settings_ = {
+        self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled")
+        return self
+
+    def _settings(self, hermite, grid, ridge, selection, lam, solver, **more) -> dict:
+        """``settings_``: the solver settings written into the result (attrs ``solver_<key>``)."""
+        return {
             "estimator": "density",
             "hermite_elements": ",".join(map(str, hermite.elements)),
             "fe_elements": ",".join(map(str, grid.elements)),
             "ridge_relative": float(ridge),
-            "ridge_selection": "gcv" if gcv is not None else "fixed",
+            "ridge_selection": selection,
             "ridge_absolute": float(lam),
             "time_scheme": self.time_scheme,
             "quadrature_points": int(self.quadrature_points),
             "beta_estimated": int(bool(self.estimate_beta)),
             "normalize": int(bool(self.normalize)),
-            "solver": "assembled",
+            "solver": solver,
+            **more,
             "fpirl_version": _version,
         }
-        return self
 
     def _fit_matrix_free(self, snapshots, hermite, ridge, beta):
         """The matrix-free path (:func:`fpirl.matfree.solve_regression`); same outputs as :meth:`fit`."""
@@ -392,19 +397,6 @@ class PotentialEstimator(FittedPotentialMixin):
         self.normal_equations_ = None
         self.solver_ = "matrix-free"
         self.cg_info_ = info
-        self.settings_ = {
-            "estimator": "density",
-            "hermite_elements": ",".join(map(str, hermite.elements)),
-            "fe_elements": ",".join(map(str, source.grid.elements)),
-            "ridge_relative": float(ridge),
-            "ridge_selection": "fixed",
-            "ridge_absolute": float(lam),
-            "time_scheme": self.time_scheme,
-            "quadrature_points": int(self.quadrature_points),
-            "beta_estimated": int(bool(self.estimate_beta)),
-            "normalize": int(bool(self.normalize)),
-            "solver": "matrix-free",
-            "cg_iterations": int(sum(info["iterations"])),
-            "fpirl_version": _version,
-        }
+        self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, "matrix-free",
+                                        cg_iterations=int(sum(info["iterations"])))
         return self
