@@ -1,6 +1,6 @@
 """Map-reduce assembly (fpirl.distributed): chunked, streamed, on Dask, with a worker lost mid-fit.
 
-Budget: about 10 s (one thread cluster, one small process cluster).
+Budget: about 10 s (thread clusters of two workers, one small process cluster).
 """
 
 import os
@@ -194,3 +194,86 @@ def test_parquet_row_groups_stream_the_same_transitions(tmp_path, rng):
     got = stream_increments_parquet(path, track="id", time="t", state=["x", "y"], space=space, dt=tracks.dt)
     assert got.n_transitions == ref.n_transitions == len(i0)
     assert _rel(got.A, ref.A) < 1e-12 and _rel(got.b, ref.b) < 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# Zarr stores stream like netCDF files; benchmark sweeps as tasks
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def zarr_store(snapshots, tmp_path_factory):
+    pytest.importorskip("zarr")
+    from fpirl.io import density_dataset
+
+    path = tmp_path_factory.mktemp("zarr") / "d.zarr"
+    density_dataset(snapshots).chunk({"time": 5}).to_zarr(path, zarr_format=2)  # time chunks of 5 snapshots
+    return path
+
+
+def test_zarr_streams_like_in_memory_locally_and_on_two_workers(snapshots, zarr_store, tmp_path, capsys):
+    from fpirl.cli import main
+    from fpirl.io import read_density, read_result
+    from fpirl.matfree import StreamingSnapshots
+
+    h = HermiteSpace.on_grid(snapshots.grid, 3)
+    ref_ne = assemble_normal_equations(snapshots.normalized(), h)
+    ref = PotentialEstimator(hermite_elements=3, beta=4.0).fit(snapshots)
+    local, head = stream_normal_equations(zarr_store, 3, chunk=6)
+    with dask_client("local", n_workers=2, processes=False) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        remote, _ = stream_normal_equations(zarr_store, 3, chunk=6, scheduler=client)
+    for ne in (local, remote):
+        _same(ne, ref_ne, tol=1e-10)
+        est = PotentialEstimator(hermite_elements=3, beta=4.0).fit(head, normal_equations=ne)
+        assert _rel(est.potential_on_grid(), ref.potential_on_grid()) < 1e-10
+    stream = StreamingSnapshots.open(zarr_store)
+    assert not isinstance(stream.values, np.ndarray) and stream.grid == snapshots.grid
+    np.testing.assert_array_equal(stream.read(3, 7), snapshots.values[3:7])
+    np.testing.assert_array_equal(read_density(zarr_store).values, snapshots.values)
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(zarr_store), "-o", str(out), "--beta", "4", "--hermite-elements", "3",
+                 "--uncertainty", "none", "--no-progress"]) == 0, capsys.readouterr().err
+    res = read_result(out)
+    assert _rel(res["potential"].values, ref.potential_on_grid()) < 1e-10
+    assert res.attrs["source_kind"] == "density"
+
+
+def test_bad_zarr_is_one_line_error(snapshots, tmp_path, capsys):
+    pytest.importorskip("zarr")
+    from fpirl.cli import main
+    from fpirl.io import density_dataset, read_density
+    from fpirl.matfree import StreamingSnapshots
+
+    ds = density_dataset(snapshots)
+    cases = {"novar.zarr": ds.rename({"density": "rho"}),
+             "dims.zarr": ds.transpose("x0", "time", "x1"),
+             "notime.zarr": ds.isel(time=0)}
+    for name, bad in cases.items():
+        bad.to_zarr(tmp_path / name, zarr_format=2)
+    (tmp_path / "empty.zarr").mkdir()
+    for name in (*cases, "empty.zarr", "missing.zarr"):
+        path = tmp_path / name
+        for read in (read_density, StreamingSnapshots.open, lambda p: stream_normal_equations(p, 3)):
+            with pytest.raises(FpirlInputError) as err:
+                read(path)
+            assert "\n" not in str(err.value), (name, str(err.value))
+        assert main(["fit", str(path), "-o", str(tmp_path / "r.nc"), "--beta", "4", "--no-progress"]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("fpirl"), (name, lines)
+    assert not (tmp_path / "r.nc").exists()
+
+
+def _seeded_case(case):
+    seed, n = case
+    return float(np.random.default_rng(seed).standard_normal(n).sum())
+
+
+def test_sweep_runs_cases_as_tasks_with_the_serial_results():
+    from fpirl.distributed import sweep
+
+    cases = [(seed, n) for seed in range(3) for n in (5, 50)]
+    serial = sweep(_seeded_case, cases)
+    assert serial == [_seeded_case(c) for c in cases]
+    with dask_client("local", n_workers=2, processes=False) as client:
+        assert sweep(_seeded_case, cases, scheduler=client) == serial  # same values, same order
+    with pytest.raises(FpirlInputError, match="tcp://HOST:PORT"):
+        sweep(_seeded_case, cases, scheduler="my-cluster")

@@ -137,6 +137,33 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
     return _collect(tqdm(results, total=len(items), desc=desc, disable=not progress, leave=False), reduce)
 
 
+def sweep(fn, cases, *, scheduler=None, n_jobs: int | None = None, progress: bool = False, desc: str = "cases"):
+    """``[fn(case) for case in cases]`` with one task per case: benchmark sweeps, seeded replicates.
+
+    Parameters
+    ----------
+    fn : callable
+        A pure function of one case (its result must depend on the case only, e.g. on a seed it
+        carries), importable or picklable by ``cloudpickle`` (a script's own functions are).
+    cases : iterable
+        The independent cases (seeds, sizes, parameter tuples).
+    scheduler : None, 'local', 'tcp://HOST:PORT' or dask.distributed.Client
+        Where the tasks run (module doc); ``None`` runs them here, one after the other (or on a
+        process pool of ``n_jobs`` workers).
+    n_jobs : int, optional
+    progress : bool
+    desc : str
+        Label of the progress bar.
+
+    Returns
+    -------
+    list
+        The results in the order of ``cases``: the same as the serial loop for the same cases.
+    """
+    return run_tasks(fn, list(cases), scheduler=check_scheduler(scheduler), n_jobs=n_jobs, progress=progress,
+                     desc=desc)
+
+
 def _collect(results, reduce):
     if reduce is None:
         return list(results)
@@ -199,12 +226,15 @@ def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: in
 def _open_lazy(path):
     import xarray as xr
 
+    from ._files import check_readable
+    from ._zarr import is_zarr, open_zarr
+
     path = Path(path)
-    if not path.exists():
-        raise FpirlInputError(f"file not found: {str(path)!r}")
-    engine = "zarr" if path.is_dir() or path.suffix == ".zarr" else None
+    if is_zarr(path):
+        return open_zarr(path)
+    check_readable(path)
     try:
-        return xr.open_dataset(path, engine=engine, cache=False)
+        return xr.open_dataset(path, cache=False)
     except Exception as exc:  # netCDF4 / zarr raise many types for unreadable files
         raise FpirlInputError(f"cannot read {str(path)!r}: {' '.join(str(exc).split())[:200]}") from None
 

@@ -1,6 +1,6 @@
 """Reading and writing fpirl files (docs/formats.md is the contract).
 
-Density dataset (netCDF)
+Density dataset (netCDF; or a Zarr store, read with the ``zarr`` package)
     variable ``density`` with dims ``(time, axis names...)``; one coordinate per axis holding the
     node positions, with attrs ``role`` ('state'|'action'), ``lower``, ``upper``; a ``time``
     coordinate (uniformly spaced); dataset attr ``boundary`` ('periodic'|'reflecting').
@@ -99,14 +99,19 @@ def density_dataset(snapshots: DensitySnapshots) -> xr.Dataset:
 
 
 def read_density(path) -> DensitySnapshots:
-    """Read a density dataset (netCDF) into validated :class:`DensitySnapshots`.
+    """Read a density dataset (netCDF, or a Zarr store) into validated :class:`DensitySnapshots`.
 
     Raises :class:`FpirlInputError` with a one-line message for missing or unreadable files,
     unknown file types, trajectory tables (read those with :func:`fpirl.tracks_io.read_tracks`),
     missing variables or attributes, wrong dims, coordinates that are non-uniform or disagree with
     ``lower``/``upper``, NaN or negative density, fewer than two snapshots and non-uniform times.
     """
+    from ._zarr import is_zarr, open_zarr
+
     path = Path(path)
+    if is_zarr(path):
+        with open_zarr(path) as ds:
+            return density_from_dataset(ds)
     kind = data_kind(path)
     if kind == "table":
         raise FpirlInputError(

@@ -104,20 +104,24 @@ class StreamingSnapshots:
 
     @classmethod
     def open(cls, path) -> "StreamingSnapshots":
-        """A density dataset (netCDF, the format of :func:`fpirl.io.read_density`) opened lazily:
-        only the coordinates are read now, the ``density`` variable chunk by chunk later."""
+        """A density dataset (netCDF or a Zarr store, the format of :func:`fpirl.io.read_density`)
+        opened lazily: only the coordinates are read now, the ``density`` variable chunk by chunk later."""
         from pathlib import Path
 
         import xarray as xr
 
         from ._files import check_readable, grid_from_dataset
+        from ._zarr import is_zarr, open_zarr
 
         path = Path(path)
-        check_readable(path)
-        try:
-            ds = xr.open_dataset(path)
-        except Exception as exc:  # netCDF4/HDF5 raise many types for unreadable files
-            raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {type(exc).__name__}") from None
+        if is_zarr(path):
+            ds = open_zarr(path)
+        else:
+            check_readable(path)
+            try:
+                ds = xr.open_dataset(path)
+            except Exception as exc:  # netCDF4/HDF5 raise many types for unreadable files
+                raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {type(exc).__name__}") from None
         if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
             raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
         grid = grid_from_dataset(ds, "density", leading=("time",))

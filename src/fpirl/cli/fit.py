@@ -40,7 +40,8 @@ def _hermite_elements(text: str):
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("data", metavar="DATA",
-                   help="density dataset (.nc) or trajectory table (.csv, .parquet; see the table options)")
+                   help="density dataset (.nc, or a .zarr store) or trajectory table (.csv, .parquet; see the "
+                   "table options)")
     p.add_argument("-o", "--output", metavar="RESULT.nc", required=True, help="result file to write (netCDF)")
     p.add_argument("--hermite-elements", metavar="auto|N|N1,N2,...", type=_hermite_elements, default=None,
                    help="Hermite elements for psi, one number or one per axis (default 4 for density data); "
@@ -114,10 +115,11 @@ def _flag(key: str) -> str:
 
 
 def cmd_fit(args) -> int:
+    from .._zarr import is_zarr
     from ..io import data_kind
 
     out = _output_netcdf(args.output, inputs=(args.data,))
-    if data_kind(args.data) == "netcdf":
+    if is_zarr(args.data) or data_kind(args.data) == "netcdf":
         return _fit_density(args, out)
     return _fit_table(args, out)
 
