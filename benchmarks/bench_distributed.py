@@ -2,8 +2,9 @@
 
 Run:  .venv/bin/python benchmarks/bench_distributed.py [--quick]
 
-* memory: density files (netCDF) on a 2-D 96 x 96 grid with K and 10 K snapshots; peak RSS of a
-  fresh process that (a) streams the normal equations chunk by chunk
+* memory: density files (netCDF, and Zarr stores chunked by 64 snapshots along time;
+  ``--format``) on a 2-D 96 x 96 grid with K and 10 K snapshots; peak RSS of a fresh process
+  that (a) streams the normal equations chunk by chunk
   (:func:`fpirl.distributed.stream_normal_equations`) or (b) reads the whole file and assembles in
   one piece (``read_density`` + ``PotentialEstimator.fit``). Chunks of 64 snapshots.
 * tracks: Parquet tables (2-D periodic random walks, 200 steps per track, row groups of 10^5
@@ -28,14 +29,27 @@ import numpy as np
 
 def make_file(path, n_times, elements=96):
     from fpirl import DensitySnapshots, Grid
-    from fpirl.io import write_density
+    from fpirl.io import density_dataset, write_density
 
     grid = Grid([-1.0, -1.0], [1.0, 1.0], elements)
     x = grid.mesh()
     t = 0.01 * np.arange(n_times)
     base = 1.5 + 0.3 * np.cos(np.pi * x[..., 0]) * np.sin(np.pi * x[..., 1])
     values = base[None] * (1 + 0.2 * np.exp(-t)[:, None, None] * np.cos(np.pi * x[..., 0] - 0.3)[None])
-    write_density(path, DensitySnapshots(grid, t, values))
+    if path.endswith(".zarr"):
+        import warnings
+
+        with warnings.catch_warnings():  # Zarr format 3 notes that consolidated metadata is an extension
+            warnings.simplefilter("ignore")
+            density_dataset(DensitySnapshots(grid, t, values)).chunk({"time": 64}).to_zarr(path)
+    else:
+        write_density(path, DensitySnapshots(grid, t, values))
+
+
+def _size_mb(path):
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs) / 2**20
+    return os.path.getsize(path) / 2**20
 
 
 def child(mode, path):
@@ -55,20 +69,20 @@ def child(mode, path):
     print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "wall_s": wall}))
 
 
-def memory(quick):
+def memory(quick, formats=("nc",)):
     rows = []
     sizes = (40, 400) if quick else (200, 2000)
     with tempfile.TemporaryDirectory() as tmp:
-        for k in sizes:
-            path = os.path.join(tmp, f"d{k}.nc")
+        for fmt, k in ((f, k) for f in formats for k in sizes):
+            path = os.path.join(tmp, f"d{k}.{fmt}")
             # written by a child: Linux keeps ru_maxrss across fork + exec, so the parent must stay small
             subprocess.run([sys.executable, __file__, "--make", path, str(k)], check=True)
-            mb = os.path.getsize(path) / 2**20
+            mb = _size_mb(path)
             for mode in ("stream", "in-memory"):
                 out = subprocess.run([sys.executable, __file__, "--child", mode, path], capture_output=True, text=True,
                                      check=True)
                 res = json.loads(out.stdout.strip().splitlines()[-1])
-                rows.append((k, round(mb, 1), mode, round(res["peak_rss_mb"]), round(res["wall_s"], 2)))
+                rows.append((fmt, k, round(mb, 1), mode, round(res["peak_rss_mb"]), round(res["wall_s"], 2)))
                 print(rows[-1], flush=True)
     return rows
 
@@ -171,11 +185,12 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", choices=("memory", "tracks", "speedup"))
+    ap.add_argument("--format", choices=("nc", "zarr", "both"), default="both", help="density files of the memory part")
     args = ap.parse_args()
     print("load average:", os.getloadavg())
     if args.only in (None, "memory"):
-        print("snapshots, file MiB, mode, peak RSS MiB, wall s")
-        memory(args.quick)
+        print("format, snapshots, file MiB, mode, peak RSS MiB, wall s")
+        memory(args.quick, ("nc", "zarr") if args.format == "both" else (args.format,))
     if args.only in (None, "tracks"):
         print("track rows, file MiB, mode, peak RSS MiB, wall s")
         tracks_memory(args.quick)

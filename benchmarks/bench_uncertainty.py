@@ -1,6 +1,8 @@
 """Uncertainty (issue 10): calibration of the posterior, beta's basis error, cost of the posterior.
 
-Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick]
+Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler local|tcp://HOST:PORT]
+      (--scheduler: the calibration data sets are fitted as Dask tasks, fpirl.distributed.sweep;
+      the data are drawn here from the same seeds, so the numbers equal the serial run's)
 
 1. Calibration: mean fraction of FE nodes whose 90% interval covers the true psi, over 30 seeded
    data sets per row: 1-D periodic density data from the spectral solver with independent
@@ -23,15 +25,40 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 
-def calibration(n_sets):
+def _density_set(case):
+    """Coverage and std / error of one noisy density data set (one task of the calibration sweep)."""
+    from fpirl import DensitySnapshots, PotentialEstimator
+    from fpirl.uncertainty import density_posterior
+
+    grid, times, v, beta, true = case
+    est = PotentialEstimator(hermite_elements=3, beta=beta).fit(DensitySnapshots(grid, times, v))
+    post = density_posterior(est)
+    sd = post.potential_std(grid.coords)
+    err = est.potential_on_grid() - true
+    return np.mean(np.abs(err) <= post.quantile(0.95) * sd), sd.mean() / np.sqrt(np.mean(err**2))
+
+
+def _tracks_set(case):
+    """Coverage, std / error and whether beta's interval covers 2 for one track data set (one task)."""
+    from fpirl.estimators import IncrementsEstimator
+    from fpirl.uncertainty import increments_posterior
+
+    tracks, h, coef = case
+    est = IncrementsEstimator(hermite_elements=4, ridge=1e-6).fit(tracks)
+    post = increments_posterior(est)
+    sd = post.potential_std(est.grid_.coords)
+    err = est.potential_on_grid() - h.evaluate_grid(coef, est.grid_.coords)
+    lo, hi = post.beta_interval()
+    return np.mean(np.abs(err) <= post.quantile(0.95) * sd), sd.mean() / np.sqrt(np.mean(err**2)), lo <= 2.0 <= hi
+
+
+def calibration(n_sets, scheduler=None):
     from _simtracks import table_from_paths
 
-    from fpirl import DensitySnapshots, PotentialEstimator
-    from fpirl.estimators import IncrementsEstimator
+    from fpirl.distributed import sweep
     from fpirl.hermite import HermiteSpace
     from fpirl.problems.synthetic import Problem
     from fpirl.simulate import sample_sde
-    from fpirl.uncertainty import density_posterior, increments_posterior
 
     pb = Problem(1, "periodic", dt=0.01, steps=40)
     base = pb.snapshots(32)
@@ -41,34 +68,21 @@ def calibration(n_sets):
     print("| --- | --- | --- | --- | --- |")
     for level in (0.02, 0.05, 0.1, 0.2, 0.3):
         rng = np.random.default_rng(0)
-        cover, ratio = [], []
-        for _ in range(n_sets):
-            v = np.clip(base.values * (1 + level * rng.standard_normal(base.values.shape)), 0, None)
-            est = PotentialEstimator(hermite_elements=3, beta=pb.beta).fit(DensitySnapshots(grid, base.times, v))
-            post = density_posterior(est)
-            sd = post.potential_std(grid.coords)
-            err = est.potential_on_grid() - true
-            cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * sd))
-            ratio.append(sd.mean() / np.sqrt(np.mean(err**2)))
+        sets = [(grid, base.times, np.clip(base.values * (1 + level * rng.standard_normal(base.values.shape)), 0, None),
+                 pb.beta, true) for _ in range(n_sets)]
+        cover, ratio = zip(*sweep(_density_set, sets, scheduler=scheduler))
         print(f"| density, 1-D, K = 40 | {level:.0%} multiplicative | {np.mean(cover):.3f} | {np.min(cover):.2f} | "
               f"{np.median(ratio):.1f} |", flush=True)
     h = HermiteSpace([-1.0], [1.0], 4, True)
     coef = h.remove_mean(h.interpolate(
         lambda x, a: np.cos(np.pi * x[..., 0] + 0.3) if a == (0,) else -np.pi * np.sin(np.pi * x[..., 0] + 0.3)))
     rng = np.random.default_rng(1)
-    cover, bcover, ratio = [], [], []
-    for _ in range(n_sets):
+    sets = []
+    for _ in range(n_sets):  # drawn here, in the serial order of the seed: the same data on every scheduler
         paths = sample_sde(lambda x: h.gradient(coef, x), 2.0, rng.uniform(-1, 1, (40, 1)), 0.01, 50, rng,
                            [-1.0], [1.0], "periodic")
-        tracks = table_from_paths(paths, 0.01, ["x"], ["state"], [-1.0], [1.0], "periodic")
-        est = IncrementsEstimator(hermite_elements=4, ridge=1e-6).fit(tracks)
-        post = increments_posterior(est)
-        sd = post.potential_std(est.grid_.coords)
-        err = est.potential_on_grid() - h.evaluate_grid(coef, est.grid_.coords)
-        cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * sd))
-        ratio.append(sd.mean() / np.sqrt(np.mean(err**2)))
-        lo, hi = post.beta_interval()
-        bcover.append(lo <= 2.0 <= hi)
+        sets.append((table_from_paths(paths, 0.01, ["x"], ["state"], [-1.0], [1.0], "periodic"), h, coef))
+    cover, ratio, bcover = zip(*sweep(_tracks_set, sets, scheduler=scheduler))
     print(f"| tracks, increments, 1-D | Euler-Maruyama | {np.mean(cover):.3f} | {np.min(cover):.2f} | "
           f"{np.median(ratio):.1f} |  (beta interval covers in {np.mean(bcover):.0%} of the sets)", flush=True)
 
@@ -134,9 +148,15 @@ def cost(quick):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
     args = ap.parse_args()
     print("load average:", os.getloadavg())
-    calibration(10 if args.quick else 30)
+    from contextlib import nullcontext
+
+    from fpirl.distributed import dask_client
+
+    with dask_client(args.scheduler) if args.scheduler else nullcontext() as client:  # one cluster for all sweeps
+        calibration(10 if args.quick else 30, client)
     beta_bias(args.quick)
     cost(args.quick)
     print("load average:", os.getloadavg())
