@@ -2,6 +2,9 @@
 
 Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
       (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec)
+      [--scheduler local|tcp://HOST:PORT]: the cases run as Dask tasks (fpirl.distributed.sweep),
+      each still in a fresh process on its worker; cases running side by side share the machine,
+      so compare timings only from runs with one case at a time (the default)
 
 Problem: the separable periodic potential of :mod:`fpirl._separable` (psi = sum_b a_b cos(pi x_b +
 phi_b), Hermite-interpolated with 3 elements per axis), beta = 2, a product start, 20 snapshots
@@ -88,6 +91,23 @@ def plot(results, path):
     fig.savefig(path, dpi=120)
 
 
+def case_in_fresh_process(task):
+    """Run one case ``(case, steps, timeout)`` in a fresh process: ``(case, row or None)``, the row printed."""
+    case, steps, timeout = task
+    try:
+        res = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(steps)],
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(case, "timed out", flush=True)
+        return case, None
+    if res.returncode != 0:
+        print(case, "failed:", res.stderr.strip().splitlines()[-1:], flush=True)
+        return case, None
+    row = json.loads(res.stdout.strip().splitlines()[-1])
+    print(case, json.dumps(row), flush=True)
+    return case, row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", help="d:N:solver (internal)")
@@ -96,26 +116,17 @@ def main():
                     "3:10:matrix-free,4:10:matrix-free,5:8:matrix-free,6:6:matrix-free")
     ap.add_argument("-o", "--output", default="benchmarks/results")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the cases as Dask tasks")
     args = ap.parse_args()
     if args.case:
         d, N, solver = args.case.split(":")
         return run_case(int(d), int(N), solver, args.steps)
     os.makedirs(args.output, exist_ok=True)
-    results = []
-    for case in args.cases.split(","):
-        try:
-            res = subprocess.run([sys.executable, __file__, "--case", case, "--steps", str(args.steps)],
-                                 capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            print(case, "timed out", flush=True)
-            continue
-        if res.returncode != 0:
-            print(case, "failed:", res.stderr.strip().splitlines()[-1:], flush=True)
-            continue
-        row = json.loads(res.stdout.strip().splitlines()[-1])
-        if row["solver"] != "matvec":
-            results.append(row)
-        print(case, json.dumps(row), flush=True)
+    from fpirl.distributed import sweep
+
+    tasks = [(case, args.steps, args.timeout) for case in args.cases.split(",")]
+    done = sweep(case_in_fresh_process, tasks, scheduler=args.scheduler)
+    results = [row for _, row in done if row is not None and row["solver"] != "matvec"]
     with open(os.path.join(args.output, "dims.json"), "w") as f:
         json.dump(results, f, indent=1)
     plot(results, os.path.join(args.output, "dims.png"))
