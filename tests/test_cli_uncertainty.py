@@ -57,6 +57,16 @@ def test_fit_writes_posterior_and_plot_shows_it(density_file, tmp_path):
     assert "potential_std" not in read_result(none).data_vars
 
 
+def test_matrix_free_fit_writes_posterior(density_file, tmp_path):
+    """--solver matrix-free: the snapshot-noise posterior by CG solves (no longer a warning and no std)."""
+    out = tmp_path / "m.nc"
+    assert main(["fit", str(density_file), "-o", str(out), "--hermite-elements", "2", "--beta", "4",
+                 "--solver", "matrix-free", "--uncertainty-samples", "8", "--no-progress"]) == 0
+    ds = read_result(out)
+    assert ds.attrs["uncertainty"] == "posterior" and np.all(ds["potential_std"].values > 0)
+    assert "policy_lower" in ds.data_vars
+
+
 def test_table_fit_bootstrap_and_1d_band_plot(table_file, tmp_path):
     out = tmp_path / "b.nc"
     assert main(["fit", str(table_file), "-o", str(out), "--track", "id", "--time", "t", "--state", "x",

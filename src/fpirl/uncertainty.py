@@ -31,10 +31,14 @@ batches of columns of a factor ``Sigma = F F^T`` (never a dense nodal covariance
 bands of the policy and reward come from coefficients (and ``gamma``) sampled from the posterior,
 each pushed through the MDP recovery (:func:`fpirl.mdp.recover_mdp`).
 
-Assumption to keep in mind (docs/method.md, "Uncertainty"): the residual rows are taken as
-independent. That holds for increments and for densities binned from tracks (the counting noise of
-consecutive steps is independent); for snapshots with noise independent from snapshot to snapshot
-the time differences telescope and the row model over-states the noise (conservative intervals).
+The row model takes the residual rows as independent. That holds for increments; for snapshots
+with noise independent from snapshot to snapshot the time differences telescope and the row model
+over-states the noise (intervals 2-3.5x too wide at 2-10% noise, docs/benchmarks.md). So when the
+snapshots are given (:func:`posterior`, :func:`estimate_uncertainty`) the density posterior is the
+snapshot-noise model of :func:`fpirl._snapshot_noise.snapshot_posterior` instead: nodal noise
+``sigma s_k z_k`` per snapshot propagated through the linearised estimator
+``delta x = -K^{-1}[D(p)^T r(e) + D(e)^T r_hat]`` by seeded draws, ``sigma`` matched to the RSS,
+the penalty kept as the prior; it also serves matrix-free fits (CG solves instead of Cholesky).
 """
 
 from __future__ import annotations
@@ -86,6 +90,12 @@ class CoefficientPosterior:
     beta_coarse : float, optional
         beta fitted at a coarser Hermite resolution (:func:`beta_at_coarser_resolution`); widens
         the beta interval by the basis-error contribution.
+    noise_model : str
+        ``'rows'`` (independent residual rows) or the snapshot-noise shape, ``'multiplicative'``
+        or ``'additive'`` (:func:`fpirl._snapshot_noise.snapshot_posterior`).
+    bias : ndarray (n_coef + 1,), optional
+        Snapshot-noise model: the estimated second-order (errors-in-variables) bias of ``[theta; gamma]``,
+        also the last column of ``factor``.
     """
 
     hermite: HermiteSpace
@@ -98,6 +108,8 @@ class CoefficientPosterior:
     noise_variance: float = float("nan")
     beta_estimated: bool = False
     beta_coarse: float | None = None
+    noise_model: str = "rows"
+    bias: np.ndarray | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:
@@ -280,17 +292,22 @@ def _embed_columns(F: np.ndarray, space: HermiteSpace, kept, full: HermiteSpace)
     return out.reshape(F.shape[1], -1).T
 
 
-def posterior(est, snapshots=None) -> CoefficientPosterior:
-    """The closed-form posterior of any fitted estimator (density VSI or increments).
+def posterior(est, snapshots=None, rng=0) -> CoefficientPosterior:
+    """The posterior of any fitted estimator (density VSI or increments).
 
-    With ``snapshots`` (the data of a density fit with beta estimated) beta is refitted at a
-    coarser Hermite resolution and its interval widened by the basis error
-    (:func:`beta_at_coarser_resolution`).
+    Density fits: with ``snapshots`` (the fitted data; DensitySnapshots or StreamingSnapshots) the
+    snapshot-noise model (:func:`fpirl._snapshot_noise.snapshot_posterior`, seeded by ``rng``; any
+    solver), else the row model (:func:`density_posterior`; assembled fits only). With beta estimated
+    and in-memory snapshots, beta is also refitted at a coarser Hermite resolution and its interval
+    widened by the basis error (:func:`beta_at_coarser_resolution`).
     """
+    from ._snapshot_noise import snapshot_posterior
+    from .density import DensitySnapshots
+
     if getattr(est, "system_", None) is not None:
         return increments_posterior(est)
-    post = density_posterior(est)
-    if snapshots is not None and post.beta_estimated:
+    post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng)
+    if isinstance(snapshots, DensitySnapshots) and post.beta_estimated:
         post.beta_coarse = beta_at_coarser_resolution(est, snapshots)
     return post
 
@@ -303,15 +320,16 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
     ----------
     est : fitted estimator
     method : {'posterior', 'bootstrap', 'none'}
-    data : DensitySnapshots or TrackTable, optional
-        The fitted data: snapshots let the posterior bound beta's basis error
-        (:func:`beta_at_coarser_resolution`); the bootstrap needs the tracks.
+    data : DensitySnapshots, StreamingSnapshots or TrackTable, optional
+        The fitted data: snapshots give the snapshot-noise posterior (any solver) and let it bound
+        beta's basis error (:func:`beta_at_coarser_resolution`); the bootstrap needs the tracks.
     n_replicates, rng, scheduler, n_jobs, progress
         Bootstrap settings (:func:`fpirl._bootstrap.bootstrap_tracks`; replicates run as Dask tasks
         with ``scheduler``, else on ``n_jobs`` processes).
     """
     from ._bootstrap import DEFAULT_REPLICATES, bootstrap_tracks
     from .density import DensitySnapshots
+    from .matfree import StreamingSnapshots
     from .tracks import TrackTable
 
     if method not in METHODS:
@@ -323,12 +341,13 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
             raise FpirlInputError("the bootstrap resamples whole tracks: it needs a trajectory table")
         return bootstrap_tracks(est, data, n_replicates or DEFAULT_REPLICATES, rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
-    if getattr(est, "system_", None) is None and _inner(est) is None:
-        warnings.warn(f"no closed-form posterior for this {type(est).__name__} fit: it kept no assembled normal "
-                      "matrix (matrix-free solver); the result has no uncertainty variables", RuntimeWarning,
-                      stacklevel=2)
+    snapshots = data if isinstance(data, (DensitySnapshots, StreamingSnapshots)) else None
+    if getattr(est, "system_", None) is None and _inner(est) is None and snapshots is None:
+        warnings.warn(f"no posterior for this {type(est).__name__} fit without its data: it kept no assembled "
+                      "normal matrix (matrix-free solver) and the snapshot-noise posterior needs the snapshots "
+                      "(data=...); the result has no uncertainty variables", RuntimeWarning, stacklevel=2)
         return None
-    return posterior(est, data if isinstance(data, DensitySnapshots) else None)
+    return posterior(est, snapshots, rng)
 
 
 def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
