@@ -1,4 +1,6 @@
-"""Time and memory of the fit against the dimension d = 2..6 (issue 12): assembled vs matrix-free.
+"""Time and memory of the fit against the dimension d = 2..6 (issue 12): assembled, exact matrix-free
+and interpolated-flux matrix-free paths (``solver`` of a case may also be ``auto``: the path the
+estimator picks by itself, as ``fpirl fit`` does).
 
 Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
       (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec)
@@ -52,12 +54,12 @@ def run_case(d, N, solver, steps):
         data = DensitySnapshots(data.grid, data.times, data.values[0 : data.n_times])
     t_data = time.perf_counter() - t0
     c0, t0 = time.process_time(), time.perf_counter()
-    est = PotentialEstimator(hermite_elements=3, beta=problem.beta, solver=solver, cg_tol=1e-8).fit(data)
+    est = PotentialEstimator(hermite_elements=3, beta=problem.beta, solver=solver).fit(data)  # default CG tolerances
     out = {
         "d": d, "nodes_per_axis": N, "nodes": int(N**d), "n_coef": int(est.hermite_.n_coef), "snapshots": steps + 1,
         "solver": est.solver_, "fit_s": time.perf_counter() - t0, "fit_cpu_s": time.process_time() - c0,
         "data_s": t_data, "psi_rel_error": problem.error(est),
-        "cg_iterations": est.cg_info_["iterations"] if est.cg_info_ else None,
+        "cg_iterations": est.cg_info_["iterations"] if est.cg_info_ else None, "asked": solver,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
         "load_1min": os.getloadavg()[0],
     }
@@ -71,7 +73,7 @@ def plot(results, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
-    for solver, marker in (("assembled", "s"), ("matrix-free", "o")):
+    for solver, marker in (("assembled", "s"), ("matrix-free", "o"), ("interpolated-flux", "^")):
         rows = sorted((r for r in results if r["solver"] == solver), key=lambda r: r["d"])
         if not rows:
             continue
@@ -113,7 +115,9 @@ def main():
     ap.add_argument("--case", help="d:N:solver (internal)")
     ap.add_argument("--steps", type=int, default=19)
     ap.add_argument("--cases", default="2:10:assembled,3:10:assembled,4:10:assembled,2:10:matrix-free,"
-                    "3:10:matrix-free,4:10:matrix-free,5:8:matrix-free,6:6:matrix-free")
+                    "3:10:matrix-free,4:10:matrix-free,5:8:matrix-free,2:10:interpolated-flux,"
+                    "3:10:interpolated-flux,4:10:interpolated-flux,5:10:interpolated-flux,"
+                    "5:12:interpolated-flux,6:10:auto")
     ap.add_argument("-o", "--output", default="benchmarks/results")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the cases as Dask tasks")

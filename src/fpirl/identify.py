@@ -52,7 +52,20 @@ def _number(value, name: str) -> float:
 
 #: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
 ASSEMBLED_MEMORY_LIMIT = 3e9
-SOLVERS = ("auto", "assembled", "matrix-free")
+#: ``solver='auto'`` uses the interpolated-flux operator when the exact matrix-free band would need more than this.
+BAND_MEMORY_LIMIT = 3e9
+SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux")
+MATRIX_FREE = ("matrix-free", "interpolated-flux")
+#: Default relative CG residual per matrix-free path (``cg_tol=None``): the exact path reproduces the
+#: assembled solution to ~1e-8; the interpolated flux stops where the algebraic error in psi is far
+#: below its own O(h^2) quadrature error (docs/method.md, "Interpolated flux").
+CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6}
+
+
+def band_bytes(grid: Grid) -> float:
+    """Memory estimate of the exact matrix-free product: the band ``U`` and its adjoint ``W``
+    (``3^d`` numbers per node each)."""
+    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
 
 
 def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:
@@ -143,14 +156,19 @@ class PotentialEstimator(FittedPotentialMixin):
     scheduler : None, 'local', 'tcp://HOST:PORT' or dask.distributed.Client
         Assemble the normal equations as a map-reduce over snapshot chunks on Dask
         (:func:`fpirl.distributed.accumulate_normal_equations`; same result to rounding).
-    solver : {'auto', 'assembled', 'matrix-free'}
+    solver : {'auto', 'assembled', 'matrix-free', 'interpolated-flux'}
         ``'assembled'`` forms the normal matrix by sum factorisation (:mod:`fpirl.assembly`) and
         solves it by Cholesky; ``'matrix-free'`` only applies it (:mod:`fpirl.matfree`) and solves
-        by preconditioned conjugate gradients, streaming over the snapshots (5-D, 6-D).
-        ``'auto'`` (default) picks the assembled path unless its memory estimate
-        (:func:`assembled_bytes`) exceeds :data:`ASSEMBLED_MEMORY_LIMIT`.
-    cg_tol : float
-        Relative residual at which the matrix-free CG solves stop.
+        by preconditioned conjugate gradients, streaming over the snapshots (5-D);
+        ``'interpolated-flux'`` is the matrix-free path with the flux ``p grad psi`` interpolated
+        in the FE space (:mod:`fpirl.matfree_flux`: ``O(d)`` instead of ``3^d`` numbers per node,
+        for 6-D). ``'auto'`` (default) picks the assembled path unless its memory estimate
+        (:func:`assembled_bytes`) exceeds :data:`ASSEMBLED_MEMORY_LIMIT` (or the data stream), then
+        the exact matrix-free path unless its band (:func:`band_bytes`) exceeds
+        :data:`BAND_MEMORY_LIMIT`, then the interpolated flux.
+    cg_tol : float or None
+        Relative residual at which the matrix-free CG solves stop; None (default): :data:`CG_TOL`
+        of the path (1e-10 exact, 1e-6 interpolated flux).
 
     Attributes
     ----------
@@ -175,7 +193,7 @@ class PotentialEstimator(FittedPotentialMixin):
         With ``estimate_beta``: Schur complement of ``1/beta`` relative to ``c.c``; near 0 means the
         data hardly constrain beta (e.g. data at equilibrium).
     solver_ : str
-        The path used, ``'assembled'`` or ``'matrix-free'``.
+        The path used, ``'assembled'``, ``'matrix-free'`` or ``'interpolated-flux'``.
     cg_info_ : dict or None
         Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``.
     settings_ : dict
@@ -192,7 +210,7 @@ class PotentialEstimator(FittedPotentialMixin):
         normalize=True,
         progress=False,
         solver="auto",
-        cg_tol=1e-10,
+        cg_tol=None,
         scheduler=None,
     ):
         self.hermite_elements = hermite_elements
@@ -244,7 +262,8 @@ class PotentialEstimator(FittedPotentialMixin):
             raise FpirlInputError(f"quadrature_points must be an integer 1..10, got {self.quadrature_points!r}")
         if self.solver not in SOLVERS:
             raise FpirlInputError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
-        _positive_number(self.cg_tol, "cg_tol")
+        if self.cg_tol is not None:
+            _positive_number(self.cg_tol, "cg_tol")
         return {"beta": beta, "ridge": ridge, "elements": tuple(int(e) for e in elements)}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
@@ -274,13 +293,15 @@ class PotentialEstimator(FittedPotentialMixin):
         if solver == "auto":
             big = assembled_bytes(grid, hermite) > ASSEMBLED_MEMORY_LIMIT
             solver = "matrix-free" if (streaming or big) and normal_equations is None else "assembled"
-        if solver == "matrix-free":
+            if solver == "matrix-free" and band_bytes(grid) > BAND_MEMORY_LIMIT:
+                solver = "interpolated-flux"
+        if solver in MATRIX_FREE:
             if normal_equations is not None:
                 raise FpirlInputError("normal_equations can only be re-used by the assembled solver")
             if ridge == "gcv":
                 raise FpirlInputError("ridge='gcv' needs the assembled normal matrix; use solver='assembled' "
                                       "or a numeric ridge")
-            return self._fit_matrix_free(snapshots, hermite, ridge, params["beta"])
+            return self._fit_matrix_free(snapshots, hermite, ridge, params["beta"], solver)
         if streaming:
             raise FpirlInputError("streamed snapshots need solver='matrix-free' (or 'auto')")
         if self.normalize:
@@ -368,16 +389,20 @@ class PotentialEstimator(FittedPotentialMixin):
             "fpirl_version": _version,
         }
 
-    def _fit_matrix_free(self, snapshots, hermite, ridge, beta):
-        """The matrix-free path (:func:`fpirl.matfree.solve_regression`); same outputs as :meth:`fit`."""
+    def _fit_matrix_free(self, snapshots, hermite, ridge, beta, solver="matrix-free"):
+        """The matrix-free paths (:func:`fpirl.matfree.solve_regression`); same outputs as :meth:`fit`."""
         source = snapshots if isinstance(snapshots, matfree.StreamingSnapshots) else \
             matfree.StreamingSnapshots.from_snapshots(snapshots)
         if self.normalize:
             source = source.normalize()
-        op = matfree.NormalOperator(source, hermite, time_scheme=self.time_scheme,
-                                    quadrature_points=self.quadrature_points)
+        if solver == "interpolated-flux":
+            from .matfree_flux import FluxOperator as operator
+        else:
+            operator = matfree.NormalOperator
+        op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
         gamma = None if beta is None else 1.0 / beta
-        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=self.cg_tol,
+        tol = CG_TOL[solver] if self.cg_tol is None else self.cg_tol
+        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
                                                               progress=self.progress)
         ne = op.rhs
         identifiability = None
@@ -395,8 +420,8 @@ class PotentialEstimator(FittedPotentialMixin):
         self.gcv_ = None
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = None
-        self.solver_ = "matrix-free"
+        self.solver_ = solver
         self.cg_info_ = info
-        self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, "matrix-free",
-                                        cg_iterations=int(sum(info["iterations"])))
+        self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
+                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol))
         return self

@@ -32,18 +32,8 @@ periodic and reflecting).
 
 Preconditioner
 --------------
-For a uniform density ``rho`` the residual is ``rho`` times the FE-tested Laplacian of ``psi``,
-so ``A ~ rho^2 K M^{-1} K`` with the Hermite stiffness ``K = sum_a kron_b G_b^{[b=a]}`` and mass
-``M = kron_b G_b^0`` (``G^0, G^1`` the 1-D Gram matrices of values and slopes): a biharmonic
-operator. The 1-D generalized eigenproblems ``G^1 x = lambda G^0 x`` diagonalise it by a Kronecker
-product ("fast diagonalization"):
-
-.. math::
-    P^{-1} = (\otimes_b X_b)\,\mathrm{diag}\Big(1 \big/ \big(\alpha (\textstyle\sum_b \lambda_{b})^2
-    + \lambda_{ridge} \textstyle\sum_b \lambda_b\big)\Big)\,(\otimes_b X_b)^T,
-
-with the constant mode (all ``lambda = 0``) weighted by the zero-mean term and ``alpha`` fitted by a
-Rayleigh quotient of ``A`` on a random vector. Each application costs ``2 d`` small contractions.
+Fast diagonalization by per-axis generalized eigenproblems (:class:`fpirl.matfree.KroneckerPreconditioner`,
+whose docstring states the model).
 """
 
 from __future__ import annotations

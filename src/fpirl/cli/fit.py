@@ -65,9 +65,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "default midpoint)")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
                    help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
-    p.add_argument("--solver", choices=("auto", "assembled", "matrix-free"), default=None,
-                   help="density data: 'assembled' normal matrix, or 'matrix-free' conjugate gradients for "
-                   "5-D/6-D grids (default auto: chosen by the memory the assembled path would need)")
+    p.add_argument("--solver", choices=("auto", "assembled", "matrix-free", "interpolated-flux"), default=None,
+                   help="density data: 'assembled' normal matrix, 'matrix-free' conjugate gradients for 5-D "
+                   "grids, 'interpolated-flux' (matrix-free, flux interpolated on the grid) for 6-D (default "
+                   "auto: chosen by the memory each path would need)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     unc = p.add_argument_group("uncertainty and scale-out (docs/method.md, docs/cluster.md)")
     unc.add_argument("--uncertainty", choices=("posterior", "bootstrap", "none"), default="posterior",
