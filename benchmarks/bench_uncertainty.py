@@ -13,6 +13,11 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    psi inside the 6-element Hermite space; beta estimated with n_h = 3, 4, 6, 8 (12) elements,
    the interval of the noise model alone and the interval widened by the coarse refit.
 3. Cost: posterior, potential_std and 200-draw policy/reward bands for a 2-D and a 4-D fit.
+4. Snapshot noise (``--only snapshot``): the data sets of part 1, the row model
+   (``density_posterior``) beside the snapshot-noise model (``fpirl._snapshot_noise``, 64 draws):
+   coverage, std / error, 90% half-width, the recovered noise level; and the snapshot-noise
+   posterior of a 2-D fit on the assembled and on the matrix-free path.
+   (``--only calibration|beta|cost`` runs one of parts 1-3.)
 """
 
 import argparse
@@ -145,18 +150,80 @@ def cost(quick):
         print(f"| {d} | {grid.size} | {est.hermite_.n_coef} | {t1 - t0:.2f} | {t2 - t1:.2f} | {t3 - t2:.2f} |", flush=True)
 
 
+def snapshot_noise(n_sets):
+    from fpirl import DensitySnapshots, PotentialEstimator
+    from fpirl._snapshot_noise import snapshot_posterior
+    from fpirl.problems.synthetic import Problem
+    from fpirl.uncertainty import density_posterior
+
+    pb = Problem(1, "periodic", dt=0.01, steps=40)
+    base = pb.snapshots(32)
+    grid = base.grid
+    true = pb.hermite.evaluate_grid(pb.coef, grid.coords)
+    print("| noise | row model: coverage | std / error | 90% half-width | snapshot model: coverage | min over sets "
+          "| std / error | 90% half-width | sigma | shape | s per posterior |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for level in (0.02, 0.05, 0.1, 0.2, 0.3):
+        rng = np.random.default_rng(0)  # the data sets of calibration()
+        st = {k: [] for k in ("c0", "r0", "w0", "c1", "r1", "w1", "sig", "mult", "t")}
+        for k in range(n_sets):
+            v = np.clip(base.values * (1 + level * rng.standard_normal(base.values.shape)), 0, None)
+            s = DensitySnapshots(grid, base.times, v)
+            est = PotentialEstimator(hermite_elements=3, beta=pb.beta).fit(s)
+            err = est.potential_on_grid() - true
+            t0 = time.perf_counter()
+            new = snapshot_posterior(est, s, rng=k)
+            st["t"].append(time.perf_counter() - t0)
+            for tag, post in (("0", density_posterior(est)), ("1", new)):
+                half = post.quantile(0.95) * post.potential_std(grid.coords)
+                st["c" + tag].append(np.mean(np.abs(err) <= half))
+                st["r" + tag].append(half.mean() / post.quantile(0.95) / np.sqrt(np.mean(err**2)))
+                st["w" + tag].append(half.mean())
+            st["sig"].append(np.sqrt(new.noise_variance))
+            st["mult"].append(new.noise_model == "multiplicative")
+        m = {k: np.mean(v) for k, v in st.items()}
+        print(f"| {level:.0%} | {m['c0']:.3f} | {np.median(st['r0']):.2f} | {m['w0']:.4f} | {m['c1']:.3f} "
+              f"| {np.min(st['c1']):.2f} | {np.median(st['r1']):.2f} | {m['w1']:.4f} | {m['sig']:.3f} "
+              f"| {m['mult']:.0%} multiplicative | {m['t']:.3f} |", flush=True)
+    print(f"(rms of the true psi: {np.sqrt(np.mean(true**2)):.4f})")
+    pb2 = Problem(2, "periodic", hermite_elements=2, steps=10)
+    s2 = pb2.snapshots(24)
+    rng = np.random.default_rng(0)
+    s2 = DensitySnapshots(s2.grid, s2.times, s2.values * (1 + 0.05 * rng.standard_normal(s2.values.shape)))
+    print("| 2-D, 24^2 nodes, 10 pairs, 4 elements, beta estimated | fit s | snapshot posterior s | draws | "
+          "median std ratio to assembled |")
+    print("| --- | --- | --- | --- | --- |")
+    ref = None
+    for solver in ("assembled", "matrix-free"):
+        t0 = time.perf_counter()
+        est = PotentialEstimator(hermite_elements=4, estimate_beta=True, solver=solver).fit(s2)
+        t1 = time.perf_counter()
+        post = snapshot_posterior(est, s2)
+        t2 = time.perf_counter()
+        sd = post.potential_std(s2.grid.coords)
+        ref = sd if ref is None else ref
+        print(f"| {solver} | {t1 - t0:.2f} | {t2 - t1:.2f} | {post.factor.shape[1] - 1} | {np.median(sd / ref):.3f} |",
+              flush=True)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
+    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot"), help="run one part")
     args = ap.parse_args()
     print("load average:", os.getloadavg())
     from contextlib import nullcontext
 
     from fpirl.distributed import dask_client
 
-    with dask_client(args.scheduler) if args.scheduler else nullcontext() as client:  # one cluster for all sweeps
-        calibration(10 if args.quick else 30, client)
-    beta_bias(args.quick)
-    cost(args.quick)
+    if args.only in (None, "calibration"):
+        with dask_client(args.scheduler) if args.scheduler else nullcontext() as client:  # one cluster for all sweeps
+            calibration(10 if args.quick else 30, client)
+    if args.only in (None, "beta"):
+        beta_bias(args.quick)
+    if args.only in (None, "cost"):
+        cost(args.quick)
+    if args.only in (None, "snapshot"):
+        snapshot_noise(10 if args.quick else 30)
     print("load average:", os.getloadavg())

@@ -94,3 +94,24 @@ def test_bad_input_is_one_line_error(problem1d):
         snapshot_posterior(est, problem.snapshots(16))
     with pytest.raises(FpirlInputError, match="n_draws"):
         snapshot_posterior(est, base, n_draws=1)
+
+
+def test_regions_without_data_get_wide_intervals():
+    """Density confined to the left of a reflecting box (psi = 6 (x + 0.4)^2, beta = 4): the prior
+    term keeps psi's std large where the snapshots carry no mass."""
+    from fpirl import Grid
+    from fpirl.forward import FiniteVolumeSolver
+
+    solver = FiniteVolumeSolver([-1.0], [1.0], 401, lambda x: 6.0 * (x[..., 0] + 0.4) ** 2, 4.0)
+    times = 0.01 * np.arange(31)
+    values = solver.solve(lambda x: np.exp(-(x[..., 0] + 0.2) ** 2 / 0.02), times)
+    grid = Grid([-1.0], [1.0], 40, boundary="reflecting")
+    s = _noisy(DensitySnapshots(grid, times, np.clip(solver.evaluate(values, grid.coords), 0, None)), 0.05,
+               np.random.default_rng(0))
+    est = PotentialEstimator(hermite_elements=4, beta=4.0, ridge=1e-4).fit(s)
+    x = grid.coords[0]
+    assert s.values[:, x > 0.45].max() < 1e-4 * s.values.max()
+    std = snapshot_posterior(est, s, n_draws=96).potential_std(grid.coords)
+    inside = (x > -0.7) & (x < -0.1)
+    assert std[-1] > 2 * std[inside].max()
+    assert np.all(np.diff(std[x > 0.45]) > 0)  # growing away from the data

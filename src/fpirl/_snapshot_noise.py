@@ -20,7 +20,8 @@ first order by
 ``\hat r`` the fitted residual (``K`` the penalised normal matrix, bordered when beta is estimated).
 ``S`` seeded draws ``e_s = s \odot z_s`` (unit scale) give the vectors ``u_s = D(p)^T r(e_s)`` and
 ``b_s = D(e_s)^T \hat r``, computed by the band passes of :class:`fpirl.matfree.NormalOperator`
-(``O(3^d)`` per node and snapshot and one adjoint walk per draw; no normal matrix of the noise).
+(``O(3^d)`` per node and snapshot and three adjoint walks per draw; no normal matrix of the noise;
+about 0.3 s per draw at 38,416 nodes x 11 snapshots, 0.01 s at 64^2 x 11).
 
 * **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = mean_s ||r(e_s) + D(p) d_s||^2``,
   ``d_s = -K^{-1} u_s``: the observed residual sum of squares matched to its expectation under
@@ -36,8 +37,13 @@ first order by
   ``sqrt(lambda sigma_0^2) sum_a (kron_b R_b^{[b=a]}) w_a`` with ``G_b = R_b R_b^T`` the 1-D Gram
   factors of ``P = sum_a kron_b G_b^{[b=a]}``.
 
-So ``Cov(x) = F F^T`` with the ``S`` columns ``F_s = -K^{-1}(sigma (u_s + b_s) + prior_s) / sqrt(S)``,
-projected on ``m^T theta = 0``. ``K^{-1}`` is a Cholesky solve on the assembled path and
+* **Bias.** The second-order (errors-in-variables) shift of the estimator,
+  ``-sigma^2 K^{-1} mean_s D(e_s)^T r(e_s)``, is one more column of the factor (a systematic error
+  of that size, sign not used): at 30% multiplicative noise the fit shrinks psi by ~40% and this
+  is the larger part of the error (docs/benchmarks.md, issue 10).
+
+So ``Cov(x) = F F^T`` with the ``S`` columns ``F_s = -K^{-1}(sigma (u_s + b_s) + prior_s) / sqrt(S)``
+and the bias column, projected on ``m^T theta = 0``. ``K^{-1}`` is a Cholesky solve on the assembled path and
 preconditioned conjugate gradients (:func:`fpirl.matfree.conjugate_gradient`, two solves per draw)
 on the matrix-free path.
 """
@@ -54,8 +60,8 @@ from .density import DensitySnapshots
 
 #: Noise shapes accepted by :func:`snapshot_posterior`.
 NOISE_MODELS = ("auto", "multiplicative", "additive")
-#: Draws of the snapshot noise (assembled path; each costs two band passes and one adjoint walk).
-DEFAULT_DRAWS = 128
+#: Draws of the snapshot noise (assembled path; each costs three band passes and adjoint walks).
+DEFAULT_DRAWS = 64
 #: Draws on the matrix-free path (each costs two CG solves).
 DEFAULT_DRAWS_MATFREE = 48
 #: Pilot draws per shape for ``noise='auto'``.
@@ -106,7 +112,7 @@ class _Residuals:
 
     def accumulate(self, W, r, qbar):
         """``W[l, j] += sum_k r_k[j] bar q_k[j + l]`` (the band whose adjoint walk is ``Xi(bar q)^T r``)."""
-        R = np.moveaxis(r, 0, -1)
+        R = np.ascontiguousarray(np.moveaxis(r, 0, -1))
         for idx, view in self.op._views(self._pad(qbar)):
             W[self.op._key(idx)] += np.einsum(self.expr, R, view)
 
@@ -115,6 +121,8 @@ class _Residuals:
         if self._cache is not None and self._filled:
             yield from self._cache
             return
+        if self._cache is not None:
+            self._cache = []
         for block in self.op.source.pair_chunks(self.op.chunk):
             item = (block,) + self.apply(block)
             if self._cache is not None:
