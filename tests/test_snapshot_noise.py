@@ -83,6 +83,9 @@ def test_matrix_free_fit_gets_the_same_posterior():
     assert 0.85 < np.median(ratio) < 1.15, np.median(ratio)
     with pytest.warns(RuntimeWarning, match="needs the snapshots"):  # without its data: still none
         assert estimate_uncertainty(m, "posterior", None) is None
+    flux = PotentialEstimator(solver="interpolated-flux", **kw).fit(s)  # the 6-D approximation: none
+    with pytest.warns(RuntimeWarning, match="interpolated-flux"):
+        assert estimate_uncertainty(flux, "posterior", s) is None
 
 
 def test_bad_input_is_one_line_error(problem1d):

@@ -342,6 +342,12 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
         return bootstrap_tracks(est, data, n_replicates or DEFAULT_REPLICATES, rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
     snapshots = data if isinstance(data, (DensitySnapshots, StreamingSnapshots)) else None
+    solver = (getattr(est, "settings_", None) or {}).get("solver")
+    if solver == "interpolated-flux":  # the posterior's band passes would need the exact 3^d-band operator
+        warnings.warn("no posterior for an interpolated-flux fit: the snapshot-noise posterior needs the exact "
+                      "operator's 3^d band per node; the result has no uncertainty variables", RuntimeWarning,
+                      stacklevel=2)
+        return None
     if getattr(est, "system_", None) is None and _inner(est) is None and snapshots is None:
         warnings.warn(f"no posterior for this {type(est).__name__} fit without its data: it kept no assembled "
                       "normal matrix (matrix-free solver) and the snapshot-noise posterior needs the snapshots "
