@@ -21,7 +21,7 @@ first order by
 ``S`` seeded draws ``e_s = s \odot z_s`` (unit scale) give the vectors ``u_s = D(p)^T r(e_s)`` and
 ``b_s = D(e_s)^T \hat r``, computed by the band passes of :class:`fpirl.matfree.NormalOperator`
 (``O(3^d)`` per node and snapshot and three adjoint walks per draw; no normal matrix of the noise;
-about 0.3 s per draw at 38,416 nodes x 11 snapshots, 0.01 s at 64^2 x 11).
+about 0.3-0.5 s per draw at 38,416 nodes x 11 snapshots, 0.01 s at 64^2 x 11).
 
 * **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = mean_s ||r(e_s) + D(p) d_s||^2``,
   ``d_s = -K^{-1} u_s``: the observed residual sum of squares matched to its expectation under
