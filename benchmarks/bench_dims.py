@@ -4,6 +4,7 @@ estimator picks by itself, as ``fpirl fit`` does).
 
 Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
       (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec)
+      --cli 6:10: write the 6-D density file (3 state + 3 action axes) and time ``fpirl fit`` on it
       [--scheduler local|tcp://HOST:PORT]: the cases run as Dask tasks (fpirl.distributed.sweep),
       each still in a fresh process on its worker; cases running side by side share the machine,
       so compare timings only from runs with one case at a time (the default)
@@ -66,19 +67,53 @@ def run_case(d, N, solver, steps):
     print(json.dumps(out), flush=True)
 
 
+def run_cli(d, N, steps, folder):
+    """The user's path: write a d-D density file (state and action axes), then time ``fpirl fit`` on it
+    with default options (the path, CG tolerance, MDP recovery and uncertainty as the CLI picks them)."""
+    from fpirl import DensitySnapshots, Grid
+    from fpirl._separable import SeparableProblem
+    from fpirl.io import read_result, write_density
+
+    problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)
+    data = problem.streaming(N)
+    half = d // 2
+    grid = Grid([-1.0] * d, [1.0] * d, N, names=[f"s{b}" for b in range(half)] + [f"a{b}" for b in range(d - half)],
+                roles=["state"] * half + ["action"] * (d - half))
+    path, out = os.path.join(folder, f"density_{d}d.nc"), os.path.join(folder, f"fit_{d}d.nc")
+    write_density(path, DensitySnapshots(grid, data.times, data.values[0 : data.n_times]))
+    t0 = time.perf_counter()
+    res = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fpirl"), "fit", path, "-o", out,
+                          "--beta", "2", "--hermite-elements", "3", "--no-progress"], capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"fpirl fit failed: {res.stderr.strip()}")
+    ds = read_result(out)
+
+    class Fitted:  # what problem.error needs
+        hermite_ = problem.hermite
+        coef_ = ds["hermite_coefficients"].values
+
+    print(res.stdout.strip())
+    print(json.dumps({"d": d, "nodes_per_axis": N, "cli_wall_s": wall, "solver": ds.attrs["solver_solver"],
+                      "psi_rel_error": problem.error(Fitted),
+                      "cli_peak_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6,
+                      "variables": sorted(ds.data_vars), "load_1min": os.getloadavg()[0]}), flush=True)
+
+
 def plot(results, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for solver, marker in (("assembled", "s"), ("matrix-free", "o"), ("interpolated-flux", "^")):
         rows = sorted((r for r in results if r["solver"] == solver), key=lambda r: r["d"])
         if not rows:
             continue
         label = lambda r: f"{r['nodes_per_axis']}"  # noqa: E731
-        for ax, key, unit in ((axes[0], "fit_s", "fit wall time [s]"), (axes[1], "peak_rss_gb", "peak RSS [GB]")):
+        for ax, key, unit in ((axes[0], "fit_s", "fit wall time [s]"), (axes[1], "peak_rss_gb", "peak RSS [GB]"),
+                              (axes[2], "psi_rel_error", "psi relative L2 error")):
             ax.semilogy([r["d"] for r in rows], [r[key] for r in rows], marker=marker, label=solver)
             for r in rows:
                 ax.annotate(label(r), (r["d"], r[key]), textcoords="offset points", xytext=(4, 4), fontsize=7)
@@ -88,7 +123,7 @@ def plot(results, path):
     axes[0].legend()
     loads = [r["load_1min"] for r in results]
     fig.suptitle("fpirl fit: separable periodic psi, 3 Hermite elements/axis, 20 snapshots "
-                 f"(2 shared cores, load {min(loads):.0f}-{max(loads):.0f})", fontsize=9)
+                 f"(2 shared cores, load {min(loads):.1f}-{max(loads):.1f})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -121,7 +156,12 @@ def main():
     ap.add_argument("-o", "--output", default="benchmarks/results")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the cases as Dask tasks")
+    ap.add_argument("--cli", metavar="d:N", help="time `fpirl fit` on a written d-D density file instead")
     args = ap.parse_args()
+    if args.cli:
+        d, N = args.cli.split(":")
+        os.makedirs(args.output, exist_ok=True)
+        return run_cli(int(d), int(N), args.steps, args.output)
     if args.case:
         d, N, solver = args.case.split(":")
         return run_case(int(d), int(N), solver, args.steps)

@@ -14,7 +14,6 @@ from fpirl.matfree import NormalOperator
 from fpirl.matfree_flux import FluxOperator, hat_derivative_matrix
 
 BOUNDARIES = ["periodic", "reflecting"]
-BOUND_6D = 1.0  # set from the measured error below
 
 
 def random_data(rng, boundary, n_t=4):
@@ -119,7 +118,10 @@ def test_auto_picks_interpolated_flux_by_band_size(rng, monkeypatch):
 
 def test_recovery_in_six_dimensions():
     """6-D separable potential, data = product of accurate 1-D spectral FP solutions (independent)."""
-    problem = SeparableProblem(6, hermite_elements=2, beta=2.0, dt=0.02, steps=4, resolution=128)
-    est = PotentialEstimator(hermite_elements=2, beta=problem.beta, solver="interpolated-flux", cg_tol=1e-6)
+    problem = SeparableProblem(6, hermite_elements=2, beta=2.0, dt=0.02, steps=19, resolution=128)
+    est = PotentialEstimator(hermite_elements=2, beta=problem.beta, solver="interpolated-flux")
     est.fit(problem.streaming(6))
-    assert problem.error(est) < BOUND_6D
+    # observed 9.8% with 6 nodes per axis (11.5% with 9 steps; 8.4% with 8 nodes and 9 steps; the
+    # benchmark's 10 nodes and 3 elements per axis give 6.2%): the bound leaves room for rounding only
+    assert problem.error(est) < 0.11
+    assert est.settings_["cg_tol"] == 1e-6 and est.cg_info_["relative_residual"][0] <= 1e-6
