@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from tqdm.auto import tqdm
 
 from ._errors import FpirlInputError
 from ._tensor import apply_along_axes
@@ -263,7 +264,7 @@ class _Solver:
 
 
 def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | None = None, rng=0,
-                       rtol: float = 1e-8):
+                       rtol: float = 1e-8, progress: bool = False):
     """Posterior of a density fit under independent snapshot noise (module doc, eq. for ``delta x``).
 
     Parameters
@@ -280,6 +281,8 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     rng : seed or Generator
     rtol : float
         Relative residual of the CG solves (matrix-free path).
+    progress : bool
+        A tqdm bar over the draws (each is a pass over all snapshots).
 
     Returns
     -------
@@ -320,7 +323,8 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     n, nx = h.n_coef, h.n_coef + int(estimated)
     U, B, Q = np.empty((nx, n_draws)), np.empty((nx, n_draws)), np.empty((nx, n_draws))
     rr = np.empty(n_draws)
-    for s in range(n_draws):
+    for s in tqdm(range(n_draws), desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
+                  leave=False):
         U[:n, s], B[:n, s], Q[:n, s], rr[s], _, ug, bg, qg = _draw(res, noise, inner.normalize, g_noise)
         if estimated:
             U[n, s], B[n, s], Q[n, s] = ug, bg, qg

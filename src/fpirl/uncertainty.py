@@ -292,7 +292,7 @@ def _embed_columns(F: np.ndarray, space: HermiteSpace, kept, full: HermiteSpace)
     return out.reshape(F.shape[1], -1).T
 
 
-def posterior(est, snapshots=None, rng=0) -> CoefficientPosterior:
+def posterior(est, snapshots=None, rng=0, progress: bool = False) -> CoefficientPosterior:
     """The posterior of any fitted estimator (density VSI or increments).
 
     Density fits: with ``snapshots`` (the fitted data; DensitySnapshots or StreamingSnapshots) the
@@ -306,7 +306,8 @@ def posterior(est, snapshots=None, rng=0) -> CoefficientPosterior:
 
     if getattr(est, "system_", None) is not None:
         return increments_posterior(est)
-    post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng)
+    post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng,
+                                                                               progress=progress)
     if isinstance(snapshots, DensitySnapshots) and post.beta_estimated:
         post.beta_coarse = beta_at_coarser_resolution(est, snapshots)
     return post
@@ -324,7 +325,7 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
         The fitted data: snapshots give the snapshot-noise posterior (any solver) and let it bound
         beta's basis error (:func:`beta_at_coarser_resolution`); the bootstrap needs the tracks.
     n_replicates, rng, scheduler, n_jobs, progress
-        Bootstrap settings (:func:`fpirl._bootstrap.bootstrap_tracks`; replicates run as Dask tasks
+        Bootstrap settings (``progress`` also shows the snapshot-noise draws) (:func:`fpirl._bootstrap.bootstrap_tracks`; replicates run as Dask tasks
         with ``scheduler``, else on ``n_jobs`` processes).
     """
     from ._bootstrap import DEFAULT_REPLICATES, bootstrap_tracks
@@ -353,7 +354,7 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
                       "normal matrix (matrix-free solver) and the snapshot-noise posterior needs the snapshots "
                       "(data=...); the result has no uncertainty variables", RuntimeWarning, stacklevel=2)
         return None
-    return posterior(est, snapshots, rng)
+    return posterior(est, snapshots, rng, progress=progress)
 
 
 def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
