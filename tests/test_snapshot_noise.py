@@ -118,3 +118,39 @@ def test_regions_without_data_get_wide_intervals():
     inside = (x > -0.7) & (x < -0.1)
     assert std[-1] > 2 * std[inside].max()
     assert np.all(np.diff(std[x > 0.45]) > 0)  # growing away from the data
+
+
+def test_discretisation_error_is_covered_in_2d_at_low_noise():
+    """2-D, 16^2 nodes, 2% noise: the grid error exceeds the noise error, so the noise-only model
+    covered 42% (measured); the resolution column (Richardson, fit on every second node) brings the
+    coverage of the 90% interval into 80-98% (measured 83%)."""
+    problem = Problem(2, "periodic", steps=20)
+    base = problem.snapshots(16)
+    grid = base.grid
+    true = problem.hermite.evaluate_grid(problem.coef, grid.coords)
+    true -= true.mean()
+    rng = np.random.default_rng(0)
+    cover = []
+    for k in range(N_SETS):
+        s = _noisy(base, 0.02, rng)
+        est = PotentialEstimator(hermite_elements=3, beta=problem.beta).fit(s)
+        post = snapshot_posterior(est, s, n_draws=DRAWS, rng=k)
+        assert post.resolution is not None
+        err = est.potential_on_grid() - true
+        cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * post.potential_std(grid.coords)))
+    assert 0.80 <= np.mean(cover) <= 0.98, np.mean(cover)
+
+
+def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
+    from fpirl._snapshot_noise import resolution_column
+    from fpirl.matfree import StreamingSnapshots
+
+    problem = Problem(2, "periodic", hermite_elements=2, steps=6)
+    s = _noisy(problem.snapshots(12), 0.05, np.random.default_rng(1))
+    est = PotentialEstimator(hermite_elements=3, estimate_beta=True).fit(s)
+    col = resolution_column(est, s, True)
+    streamed = resolution_column(est, StreamingSnapshots.from_snapshots(s), True)
+    assert col.shape == (est.hermite_.n_coef + 1,) and np.abs(col).max() > 0
+    np.testing.assert_allclose(streamed, col, rtol=0, atol=1e-7 * np.abs(col).max())
+    odd = _noisy(problem.snapshots(11), 0.05, np.random.default_rng(1))
+    assert resolution_column(PotentialEstimator(hermite_elements=3, beta=2.0).fit(odd), odd, False) is None

@@ -95,7 +95,11 @@ class CoefficientPosterior:
         or ``'additive'`` (:func:`fpirl._snapshot_noise.snapshot_posterior`).
     bias : ndarray (n_coef + 1,), optional
         Snapshot-noise model: the estimated second-order (errors-in-variables) bias of ``[theta; gamma]``,
-        also the last column of ``factor``.
+        also a column of ``factor``.
+    resolution : ndarray (n_coef + 1,), optional
+        Snapshot-noise model on grids that can be halved: the Richardson estimate of the FE
+        discretisation error of ``[theta; gamma]`` (:func:`fpirl._snapshot_noise.resolution_column`),
+        the last column of ``factor``.
     """
 
     hermite: HermiteSpace
@@ -110,6 +114,7 @@ class CoefficientPosterior:
     beta_coarse: float | None = None
     noise_model: str = "rows"
     bias: np.ndarray | None = None
+    resolution: np.ndarray | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:
