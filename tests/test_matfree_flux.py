@@ -6,8 +6,7 @@ from functools import reduce
 import numpy as np
 import pytest
 
-from fpirl import DensitySnapshots, Grid, HermiteSpace, PotentialEstimator
-from fpirl import identify
+from fpirl import DensitySnapshots, Grid, HermiteSpace, PotentialEstimator, identify
 from fpirl._separable import SeparableProblem
 from fpirl.assembly import build_tables
 from fpirl.matfree import NormalOperator
@@ -96,7 +95,7 @@ def test_quadrature_error_converges_at_second_order():
     """The difference between the interpolated-flux and the exact fit is the quadrature error of the
     product approximation: observed order 2 under mesh refinement (log-log slope)."""
     problem = SeparableProblem(2, hermite_elements=3, beta=2.0, dt=0.02, steps=9, resolution=128)
-    kw = dict(hermite_elements=3, beta=2.0, cg_tol=1e-12)
+    kw = {"hermite_elements": 3, "beta": 2.0, "cg_tol": 1e-12}
     sizes, diffs = np.array([8, 12, 16, 24]), []
     for N in sizes:
         flux = PotentialEstimator(solver="interpolated-flux", **kw).fit(problem.streaming(N))

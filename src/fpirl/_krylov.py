@@ -88,6 +88,27 @@ class KroneckerPreconditioner:
         return apply_along_axes(y, self.X).ravel()
 
 
+class Marginals:
+    """Per-axis nodal marginals of the pair densities and of their squares, summed over the pairs
+    (the preconditioner's weights), each scaled to unit mean."""
+
+    def __init__(self, shape):
+        self.sums = [np.zeros(n) for n in shape]
+        self.sums_sq = [np.zeros(n) for n in shape]
+
+    def add(self, pbar: np.ndarray) -> None:
+        """Add a chunk of pair densities ``(K, *shape)``."""
+        d = pbar.ndim - 1
+        for b in range(d):
+            other = tuple(a for a in range(d + 1) if a != b + 1)
+            self.sums[b] += pbar.sum(axis=other)
+            self.sums_sq[b] += (pbar * pbar).sum(axis=other)
+
+    def normalised(self):
+        unit = lambda ms: [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in ms]  # noqa: E731
+        return unit(self.sums), unit(self.sums_sq)
+
+
 def _weighted_grams(hax, fe_axis, w):
     """``int rho h_i' h_j'`` and ``int rho h_i h_j`` with nodal ``rho`` (hat interpolant)."""
     from .assembly import hat_matrix

@@ -47,6 +47,7 @@ import scipy.sparse
 
 from ._errors import FpirlInputError
 from ._tensor import apply_along_axes
+from ._krylov import Marginals
 from .assembly import NormalEquations, _threaded, build_tables, time_pairs
 from .density import DensitySnapshots
 from .grid import Grid
@@ -372,14 +373,10 @@ class NormalOperator:
         mass = [tb.mass for tb in self.tables]
         trace_mats = self._trace_matrices()
         trace = 0.0
-        marg = [np.zeros(n) for n in self.shape]
-        marg2 = [np.zeros(n) for n in self.shape]
+        marg = Marginals(self.shape)
         for _, (pbar, pdot) in self._pbar_chunks():
             trace += self._trace_term(pbar, trace_mats)
-            for b in range(d):
-                other = tuple(a for a in range(d + 1) if a != b + 1)
-                marg[b] += pbar.sum(axis=other)
-                marg2[b] += (pbar * pbar).sum(axis=other)
+            marg.add(pbar)
             g = apply_along_axes(pdot, mass)
             c = np.zeros_like(pbar)
             for a in range(d):
@@ -396,8 +393,7 @@ class NormalOperator:
                 Wg[self._key(idx)] += np.einsum(expr, G, view)
                 Wc[self._key(idx)] += np.einsum(expr, C, view)
         self.trace = trace
-        self.marginals = [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in marg]
-        self.marginals_sq = [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in marg2]
+        self.marginals, self.marginals_sq = marg.normalised()
         return NormalEquations(None, self._adjoint(Wg).ravel(), self._adjoint(Wc).ravel(), gg, gc, cc, n_rows)
 
     def _trace_matrices(self):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._krylov import Marginals
 from ._tensor import apply_along_axes
 from .assembly import NormalEquations, _threaded
 from .matfree import NormalOperator
@@ -139,14 +140,10 @@ class FluxOperator(NormalOperator):
         n_rows = 0
         trace = 0.0
         trace_mats = self._flux_trace_matrices()
-        marg = [np.zeros(n) for n in self.shape]
-        marg2 = [np.zeros(n) for n in self.shape]
+        marg = Marginals(self.shape)
         for _, (pbar, pdot) in self._pbar_chunks():
             trace += self._trace_term(pbar, trace_mats)
-            for b in range(d):
-                other = tuple(a for a in range(d + 1) if a != b + 1)
-                marg[b] += pbar.sum(axis=other)
-                marg2[b] += (pbar * pbar).sum(axis=other)
+            marg.add(pbar)
             for q, qdot in zip(pbar, pdot):
                 g = self._tensor(qdot, self._mass)
                 lap = np.zeros(self.shape)
@@ -160,8 +157,7 @@ class FluxOperator(NormalOperator):
                 self._accumulate(q, self._tensor(g, self._mass), hg)
                 self._accumulate(q, self._tensor(c, self._mass), hc)
         self.trace = trace
-        self.marginals = [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in marg]
-        self.marginals_sq = [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in marg2]
+        self.marginals, self.marginals_sq = marg.normalised()
         return NormalEquations(None, self._gradients_adjoint(hg), self._gradients_adjoint(hc), gg, gc, cc, n_rows)
 
     def _flux_trace_matrices(self):
