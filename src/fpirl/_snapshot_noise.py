@@ -120,9 +120,16 @@ class _Residuals:
 
     def accumulate(self, W, r, qbar):
         """``W[l, j] += sum_k r_k[j] bar q_k[j + l]`` (the band whose adjoint walk is ``Xi(bar q)^T r``)."""
+        from .assembly import _threaded
+
         R = np.ascontiguousarray(np.moveaxis(r, 0, -1))
-        for idx, view in self.op._views(self._pad(qbar)):
-            W[self.op._key(idx)] += np.einsum(self.expr, R, view)
+        views = list(self.op._views(self._pad(qbar)))
+
+        def work(part):  # disjoint slices of W per shift: safe on two threads (einsum releases the GIL)
+            for idx, view in part:
+                W[self.op._key(idx)] += np.einsum(self.expr, R, view)
+
+        _threaded(work, views)
 
     def fitted(self):
         """Per chunk: ``(block, bar p, C bar p, r_hat)`` of the fitted data (cached when small)."""
