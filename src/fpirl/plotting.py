@@ -327,12 +327,17 @@ def _draw_band(ax, result, key: str, grid: Grid) -> None:
 def plot_result(result, path) -> Path:
     """Plot a result dataset: potential, policy and reward (whichever are present).
 
-    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes).
+    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes);
+    5-D and more: 2-D slices of the potential through its minimum (:mod:`fpirl.plotting_slices`).
     The Q-value is not drawn separately (it is ``-psi``). With uncertainty variables
     (``potential_std``, ``<field>_lower``/``_upper``): a 90% band in 1-D, otherwise a map of
     ``potential_std`` as one more panel; beta's interval in the title.
     """
     grid = grid_from_dataset(result, "potential")
+    if grid.ndim > 4:  # 5-D, 6-D: a corner plot of 2-D slices through the potential's minimum
+        from .plotting_slices import plot_slices
+
+        return plot_slices(result, path)
     panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
     if grid.ndim >= 2 and "potential_std" in result.data_vars:  # 1-D: a band on the potential instead
         panels.append(("potential_std", "posterior std of $\\psi$", "cividis"))
