@@ -142,7 +142,7 @@ def test_discretisation_error_is_covered_in_2d_at_low_noise():
 
 
 def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
-    from fpirl._snapshot_noise import resolution_column
+    from fpirl._resolution import resolution_column
     from fpirl.matfree import StreamingSnapshots
 
     problem = Problem(2, "periodic", hermite_elements=2, steps=6)
@@ -154,3 +154,23 @@ def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
     np.testing.assert_allclose(streamed, col, rtol=0, atol=1e-7 * np.abs(col).max())
     odd = _noisy(problem.snapshots(11), 0.05, np.random.default_rng(1))
     assert resolution_column(PotentialEstimator(hermite_elements=3, beta=2.0).fit(odd), odd, False) is None
+
+
+def test_auto_skips_a_costly_matrix_free_posterior(monkeypatch):
+    """``method='auto'`` (the CLI default) computes the posterior unless a matrix-free fit would need
+    more than the time budget for it; then a warning and none. 'posterior' always computes it."""
+    import fpirl.uncertainty as unc
+    from fpirl._snapshot_noise import matrix_free_posterior_seconds
+
+    problem = Problem(2, "periodic", hermite_elements=2, steps=6)
+    s = _noisy(problem.snapshots(10), 0.05, np.random.default_rng(2))
+    m = PotentialEstimator(hermite_elements=3, beta=2.0, solver="matrix-free").fit(s)
+    a = PotentialEstimator(hermite_elements=3, beta=2.0).fit(s)
+    cost = matrix_free_posterior_seconds(m)
+    assert cost is not None and cost > 0 and matrix_free_posterior_seconds(a) is None
+    assert estimate_uncertainty(m, "auto", s) is not None  # tiny problem: well within the budget
+    monkeypatch.setattr(unc, "POSTERIOR_BUDGET_S", 0.0)
+    with pytest.warns(RuntimeWarning, match="--uncertainty posterior"):
+        assert estimate_uncertainty(m, "auto", s) is None
+    assert estimate_uncertainty(a, "auto", s) is not None  # assembled: always
+    assert estimate_uncertainty(m, "posterior", s, rng=1) is not None  # asked for: always

@@ -47,11 +47,11 @@ about 0.3-0.5 s per draw at 38,416 nodes x 11 snapshots, 0.01 s at 64^2 x 11).
   axis has an even number of elements, the fit is repeated on every second node (``2h``, same
   Hermite space and settings) and the Richardson estimate of the error of the fine fit,
   ``(x_h - x_{2h}) / (2^2 - 1)`` (second-order weak form), is one more systematic column, like the bias
-  (:func:`resolution_column`).
+  (:func:`fpirl._resolution.resolution_column`).
 
 So ``Cov(x) = F F^T`` with the ``S`` columns ``F_s = -K^{-1}(sigma (u_s + b_s) + prior_s) / sqrt(S)``
 and the bias and resolution columns, projected on ``m^T theta = 0``. ``K^{-1}`` is a Cholesky solve on the assembled path and
-preconditioned conjugate gradients (:func:`fpirl.matfree.conjugate_gradient`, two solves per draw)
+preconditioned conjugate gradients (:func:`fpirl.matfree.conjugate_gradient`, one solve per draw, plus 8 for the noise level)
 on the matrix-free path.
 """
 
@@ -62,6 +62,7 @@ import scipy.linalg
 from tqdm.auto import tqdm
 
 from ._errors import FpirlInputError
+from ._resolution import noise_shrinkage, resolution_column
 from ._tensor import apply_along_axes
 from .assembly import diffusion_and_rate
 from .density import DensitySnapshots
@@ -70,8 +71,10 @@ from .density import DensitySnapshots
 NOISE_MODELS = ("auto", "multiplicative", "additive")
 #: Draws of the snapshot noise (assembled path; each costs three band passes and adjoint walks).
 DEFAULT_DRAWS = 64
-#: Draws on the matrix-free path (each costs two CG solves).
+#: Draws on the matrix-free path (each costs one CG solve, the first 8 one more).
 DEFAULT_DRAWS_MATFREE = 48
+#: Draws whose ``K^{-1} u_s`` enter the expected RSS (the noise level), see :func:`snapshot_posterior`.
+SIGMA_DRAWS = 8
 #: Pilot draws per shape for ``noise='auto'``.
 PILOT_DRAWS = 3
 #: The fitted fields are kept in memory between draws below this size (else re-read per draw).
@@ -278,7 +281,7 @@ class _Solver:
 
 
 def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | None = None, rng=0,
-                       rtol: float = 1e-8, progress: bool = False, resolve: bool = True):
+                       rtol: float = 1e-6, progress: bool = False, resolve: bool = True):
     """Posterior of a density fit under independent snapshot noise (module doc, eq. for ``delta x``).
 
     Parameters
@@ -298,7 +301,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     progress : bool
         A tqdm bar over the draws (each is a pass over all snapshots).
     resolve : bool
-        Add the resolution column (:func:`resolution_column`) where the grid can be halved.
+        Add the resolution column (:func:`fpirl._resolution.resolution_column`) where the grid can be halved.
 
     Returns
     -------
@@ -350,20 +353,23 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         rss += float(np.vdot(rhat, rhat))
         n_rows += rhat.size
     solver = _Solver(inner, op, estimated, rtol)
-    Y = solver.solve(U)  # d_s = -Y_s
-    expected = rr - 2 * np.sum(U * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
-    e_rss = float(np.mean(expected))
+    # E_1[RSS]: ||r(e_s)||^2 from every draw; the correction through d_s = -K^{-1} u_s (of the order
+    # of the number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
+    m = min(n_draws, SIGMA_DRAWS)
+    Y = solver.solve(U[:, :m])
+    correction = -2 * np.sum(U[:, :m] * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
+    e_rss = float(np.mean(rr) + np.mean(correction))
     if not (e_rss > 0 and rss > 0):
         raise FpirlInputError("the residual of the fit is zero: the noise level cannot be estimated")
     sigma2 = rss / e_rss
     sigma0_2 = rss / max(n_rows - nx, 1)
     prior = np.zeros((nx, n_draws))
     prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
-    F = -(np.sqrt(sigma2) * Y + solver.solve(np.sqrt(sigma2) * B + prior)) / np.sqrt(n_draws)
+    F = -solver.solve(np.sqrt(sigma2) * (U + B) + prior) / np.sqrt(n_draws)  # one solve per draw
     bias = -sigma2 * solver.solve(Q.mean(axis=1, keepdims=True))  # second order: E[D(e)^T r(e)]
     resolution = resolution_column(inner, given, estimated) if resolve else None
     if resolution is not None:
-        resolution = resolution * _noise_shrinkage(resolution[:n], F[:n], h, snapshots.grid)
+        resolution = resolution * noise_shrinkage(resolution[:n], F[:n], h, snapshots.grid)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
     F[:n] -= np.outer(h.constant_mode().ravel(), solver.m @ F[:n])
@@ -388,62 +394,24 @@ class _EverySecondNode:
         return self.source.read(start, stop)[(slice(None),) + (slice(None, None, 2),) * self.source.grid.ndim]
 
 
-def _noise_shrinkage(column: np.ndarray, noise_factor: np.ndarray, hermite, grid) -> float:
-    """Factor ``s`` removing the noise from the Richardson column (James-Stein style, on the nodes).
+def matrix_free_posterior_seconds(est) -> float | None:
+    """Estimated wall time of :func:`snapshot_posterior` for a matrix-free density fit (else None).
 
-    ``x_h - x_2h`` carries noise as well as the discretisation error: with independent nodal noise
-    the estimator's variance grows like ``1 / n_nodes``, and ``x_2h`` uses a ``2^-d`` subset of the
-    nodes, so ``Var(x_h - x_2h) ~ (2^d - 1) Var(x_h)``. With ``V = sum_nodes Var_h`` (from the
-    noise columns) and ``E = sum_nodes col^2``, ``s = sqrt(max(0, 1 - (2^d - 1) V / (9 E)))``.
+    ``(S + 9 + [beta estimated]) x (CG iterations of the fit's solve) + 3 S`` products with ``A``
+    (one CG solve per draw, ``SIGMA_DRAWS`` more for the noise level and one for the bias, and the
+    band passes of the draws) at the fit's time per product. None for assembled fits (cheap) and
+    interpolated-flux fits (no posterior).
     """
-    mats = [ax.matrix(c) for ax, c in zip(hermite.axes, grid.coords)]
-
-    def nodal(cols):
-        v = apply_along_axes(cols.T.reshape((-1,) + hermite.shape), mats)
-        return v - v.reshape(v.shape[0], -1).mean(axis=1).reshape((-1,) + (1,) * grid.ndim)
-
-    energy = float(np.sum(nodal(column[:, None]) ** 2))
-    noise = float(np.sum(nodal(noise_factor) ** 2))
-    if energy <= 0:
-        return 0.0
-    return float(np.sqrt(max(0.0, 1.0 - (2**grid.ndim - 1) * noise / (9.0 * energy))))
-
-
-def resolution_column(inner, snapshots, estimated: bool) -> np.ndarray | None:
-    """Richardson estimate ``(x_h - x_{2h}) / 3`` of the FE discretisation error of ``x = [theta; gamma]``.
-
-    ``x_{2h}`` is the same estimator (same Hermite space and settings) refitted on every second node
-    of the grid. The weak-form residual is second order in ``h``, so ``x_h - x = (x_{2h} - x_h) / 3``
-    to leading order. Returns None when an axis has an odd number of elements or the coarse grid
-    would have fewer than 2 elements per axis (or fewer nodes than Hermite coefficients).
-    """
-    from .matfree import StreamingSnapshots
-
-    grid = snapshots.grid
-    elements = np.asarray(grid.elements)
-    if np.any(elements % 2) or np.any(elements < 4):
-        return None
-    coarse = grid.with_elements(tuple(int(e) // 2 for e in elements))
-    if coarse.size < inner.hermite_.n_coef:
-        return None
-    if isinstance(snapshots, DensitySnapshots):
-        values = snapshots.values[(slice(None),) + (slice(None, None, 2),) * grid.ndim]
-        data = DensitySnapshots(coarse, snapshots.times, values)
+    for cand in (est, getattr(est, "estimator_", None)):
+        info = getattr(cand, "cg_info_", None)
+        if info:
+            break
     else:
-        data = StreamingSnapshots(coarse, snapshots.times, _EverySecondNode(snapshots))
-    import warnings
-
-    from ._bootstrap import refit_params
-
-    with warnings.catch_warnings():  # e.g. "fewer nodes than coefficients": the estimate is still usable
-        warnings.simplefilter("ignore")
-        params = refit_params(inner)
-        if isinstance(data, StreamingSnapshots) and params.get("solver") == "assembled":
-            params["solver"] = "auto"  # streamed data take a matrix-free path
-        est2h = type(inner)(**params).fit(data)
-    x = np.append(np.asarray(inner.coef_, dtype=float).ravel(), 1.0 / inner.beta_)
-    x2h = np.append(np.asarray(est2h.coef_, dtype=float).ravel(), 1.0 / est2h.beta_)
-    col = (x - x2h) / 3.0
-    if not estimated:
-        col = col[:-1]
-    return col
+        return None
+    if (getattr(cand, "settings_", None) or {}).get("solver") == "interpolated-flux":
+        return None
+    if not info.get("matvecs") or "seconds" not in info:
+        return None
+    per_product = info["seconds"] / info["matvecs"]
+    solves = DEFAULT_DRAWS_MATFREE + SIGMA_DRAWS + 1 + int(len(info["iterations"]) > 1)
+    return float((solves * max(info["iterations"]) + 3 * DEFAULT_DRAWS_MATFREE) * per_product)

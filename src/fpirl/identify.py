@@ -17,18 +17,19 @@ to the constant mode).
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
 import scipy.linalg
 
-from ._version import __version__ as _version
+from . import matfree
 from ._errors import FpirlInputError
 from ._fitted import FittedPotentialMixin
 from ._linalg import solve_spd
 from ._nodal import _positive as _positive_number
+from ._version import __version__ as _version
 from .assembly import NormalEquations, assemble_normal_equations
-from . import matfree
 from .density import DensitySnapshots
 from .grid import Grid
 from .hermite import HermiteSpace
@@ -195,7 +196,8 @@ class PotentialEstimator(FittedPotentialMixin):
     solver_ : str
         The path used, ``'assembled'``, ``'matrix-free'`` or ``'interpolated-flux'``.
     cg_info_ : dict or None
-        Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``.
+        Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``
+        (``matvecs``) and the wall time of the solve (``seconds``).
     settings_ : dict
     """
 
@@ -402,8 +404,10 @@ class PotentialEstimator(FittedPotentialMixin):
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
         gamma = None if beta is None else 1.0 / beta
         tol = CG_TOL[solver] if self.cg_tol is None else self.cg_tol
+        start = time.perf_counter()
         theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
                                                               progress=self.progress)
+        info["seconds"] = time.perf_counter() - start
         ne = op.rhs
         identifiability = None
         if self.estimate_beta:

@@ -59,7 +59,9 @@ BAND_QUANTILES = (0.05, 0.95)
 #: Coefficient draws for the policy/reward bands (each draw is one MDP recovery).
 DEFAULT_SAMPLES = 64
 #: Methods accepted by :func:`uncertainty_extra` (and ``fpirl fit --uncertainty``).
-METHODS = ("posterior", "bootstrap", "none")
+METHODS = ("auto", "posterior", "bootstrap", "none")
+#: ``method='auto'`` skips a matrix-free posterior whose estimated time exceeds this (seconds).
+POSTERIOR_BUDGET_S = 120.0
 #: beta's interval reaches to ``beta - BASIS_ERROR_FACTOR (beta_coarse - beta)`` (see beta_at_coarser_resolution).
 BASIS_ERROR_FACTOR = 2.0
 #: Columns of the covariance factor per batch in :meth:`CoefficientPosterior.potential_std`.
@@ -325,7 +327,10 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
     Parameters
     ----------
     est : fitted estimator
-    method : {'posterior', 'bootstrap', 'none'}
+    method : {'auto', 'posterior', 'bootstrap', 'none'}
+        ``'auto'`` (the CLI's default) is ``'posterior'`` unless the fit is matrix-free and the
+        posterior's estimated time (:func:`fpirl._snapshot_noise.matrix_free_posterior_seconds`) exceeds
+        :data:`POSTERIOR_BUDGET_S`; then a warning and no uncertainty.
     data : DensitySnapshots, StreamingSnapshots or TrackTable, optional
         The fitted data: snapshots give the snapshot-noise posterior (any solver) and let it bound
         beta's basis error (:func:`beta_at_coarser_resolution`); the bootstrap needs the tracks.
@@ -340,6 +345,16 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
 
     if method not in METHODS:
         raise FpirlInputError(f"uncertainty must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "auto":
+        from ._snapshot_noise import matrix_free_posterior_seconds
+
+        cost = matrix_free_posterior_seconds(est)
+        if cost is not None and cost > POSTERIOR_BUDGET_S:
+            warnings.warn(f"no posterior: on this matrix-free fit it would take about {cost / 60:.0f} min "
+                          f"(one CG solve per noise draw); ask for it with --uncertainty posterior "
+                          "(API: method='posterior')", RuntimeWarning, stacklevel=2)
+            return None
+        method = "posterior"
     if method == "none":
         return None
     if method == "bootstrap":

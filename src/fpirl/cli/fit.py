@@ -71,8 +71,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "auto: chosen by the memory each path would need)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     unc = p.add_argument_group("uncertainty and scale-out (docs/method.md, docs/cluster.md)")
-    unc.add_argument("--uncertainty", choices=("posterior", "bootstrap", "none"), default="posterior",
-                     help="posterior (default): closed-form Bayesian posterior of psi (and beta); bootstrap: "
+    unc.add_argument("--uncertainty", choices=("auto", "posterior", "bootstrap", "none"), default="auto",
+                     help="auto (default): the posterior, unless the fit is matrix-free and the posterior would "
+                     "take over 2 minutes (then a warning); posterior: Bayesian posterior of psi (and beta); bootstrap: "
                      "refits on tracks resampled with replacement (tables only, run in parallel); none. Writes "
                      "potential_std, policy/reward 5%%/95%% bands and beta_lower/beta_upper into the result")
     unc.add_argument("--uncertainty-samples", metavar="N", type=_positive_int, default=None,
