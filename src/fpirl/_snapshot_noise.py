@@ -73,8 +73,12 @@ NOISE_MODELS = ("auto", "multiplicative", "additive")
 DEFAULT_DRAWS = 64
 #: Draws on the matrix-free path (each costs one CG solve, the first 8 one more).
 DEFAULT_DRAWS_MATFREE = 48
+#: Relative residual of the CG solves of the draws (matrix-free path).
+DRAW_RTOL = 1e-6
 #: Draws whose ``K^{-1} u_s`` enter the expected RSS (the noise level), see :func:`snapshot_posterior`.
 SIGMA_DRAWS = 8
+#: Residual entries per chunk from which the band accumulation runs on two threads.
+_THREAD_MIN_SIZE = 1 << 18
 #: Pilot draws per shape for ``noise='auto'``.
 PILOT_DRAWS = 3
 #: The fitted fields are kept in memory between draws below this size (else re-read per draw).
@@ -132,7 +136,10 @@ class _Residuals:
             for idx, view in part:
                 W[self.op._key(idx)] += np.einsum(self.expr, R, view)
 
-        _threaded(work, views)
+        if R.size < _THREAD_MIN_SIZE:  # small bands: a thread pool costs more than it saves
+            work(views)
+        else:
+            _threaded(work, views)
 
     def fitted(self):
         """Per chunk: ``(block, bar p, C bar p, r_hat)`` of the fitted data (cached when small)."""
@@ -281,7 +288,7 @@ class _Solver:
 
 
 def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | None = None, rng=0,
-                       rtol: float = 1e-6, progress: bool = False, resolve: bool = True):
+                       rtol: float = DRAW_RTOL, progress: bool = False, resolve: bool = True):
     """Posterior of a density fit under independent snapshot noise (module doc, eq. for ``delta x``).
 
     Parameters
@@ -397,7 +404,8 @@ class _EverySecondNode:
 def matrix_free_posterior_seconds(est) -> float | None:
     """Estimated wall time of :func:`snapshot_posterior` for a matrix-free density fit (else None).
 
-    ``(S + 9 + [beta estimated]) x (CG iterations of the fit's solve) + 3 S`` products with ``A``
+    ``(S + 9 + [beta estimated]) x (CG iterations of the fit's solve, scaled by
+    log(DRAW_RTOL) / log(fit tolerance)) + 3 S`` products with ``A``
     (one CG solve per draw, ``SIGMA_DRAWS`` more for the noise level and one for the bias, and the
     band passes of the draws) at the fit's time per product. None for assembled fits (cheap) and
     interpolated-flux fits (no posterior).
@@ -414,4 +422,7 @@ def matrix_free_posterior_seconds(est) -> float | None:
         return None
     per_product = info["seconds"] / info["matvecs"]
     solves = DEFAULT_DRAWS_MATFREE + SIGMA_DRAWS + 1 + int(len(info["iterations"]) > 1)
-    return float((solves * max(info["iterations"]) + 3 * DEFAULT_DRAWS_MATFREE) * per_product)
+    fit_tol = float((getattr(cand, "settings_", None) or {}).get("cg_tol", DRAW_RTOL))
+    # CG's residual falls about geometrically: iterations scale with log(tolerance)
+    iterations = max(info["iterations"]) * min(1.0, np.log(DRAW_RTOL) / np.log(min(fit_tol, 0.5)))
+    return float((solves * iterations + 3 * DEFAULT_DRAWS_MATFREE) * per_product)
