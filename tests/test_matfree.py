@@ -161,3 +161,22 @@ def test_cli_fit_solver_option(rng, tmp_path, cli):
     assert np.abs(coef["matrix-free"] - coef["assembled"]).max() <= 1e-6 * np.abs(coef["assembled"]).max()
     cli.assert_input_error(cli("fit", data, "-o", tmp_path / "x.nc", "--beta", "3", "--solver", "matrix-free",
                                "--ridge", "gcv", "--no-progress"), "gcv")
+
+
+def test_cli_streams_density_files_above_the_size_limit(rng, tmp_path, monkeypatch):
+    """Above ``STREAM_BYTES`` ``fpirl fit`` opens the file lazily and the matrix-free path streams it;
+    the potential equals the in-memory (assembled) fit's."""
+    import fpirl.cli.fit as cli_fit
+    from fpirl.cli import main
+    from fpirl.io import read_result, write_density
+
+    s = smooth_data(rng, 2, (9, 8), "periodic")
+    data = write_density(tmp_path / "d.nc", s)
+    args = ["--beta", "3", "--hermite-elements", "2", "--ridge", "1e-6", "--uncertainty", "none", "--no-progress"]
+    assert main(["fit", str(data), "-o", str(tmp_path / "whole.nc"), *args]) == 0
+    monkeypatch.setattr(cli_fit, "STREAM_BYTES", 0.0)
+    assert main(["fit", str(data), "-o", str(tmp_path / "streamed.nc"), *args]) == 0
+    whole, streamed = read_result(tmp_path / "whole.nc"), read_result(tmp_path / "streamed.nc")
+    assert whole.attrs["solver_solver"] == "assembled" and streamed.attrs["solver_solver"] == "matrix-free"
+    a, b = whole["hermite_coefficients"].values, streamed["hermite_coefficients"].values
+    assert np.abs(b - a).max() <= 1e-7 * np.abs(a).max()

@@ -129,8 +129,25 @@ def cmd_fit(args) -> int:
 # --------------------------------------------------------------------------------------------
 # density datasets (.nc)
 # --------------------------------------------------------------------------------------------
+#: Density files larger than this (as float64) are streamed chunk by chunk instead of read whole.
+STREAM_BYTES = 2e9
+
+
+def _density_source(args):
+    """The snapshots of a density file: read whole, or, above :data:`STREAM_BYTES` (and unless the
+    assembled solver or a Dask scheduler is asked for), opened lazily and streamed by the
+    matrix-free paths, so that the data never sit in memory whole."""
+    from ..io import read_density
+    from ..matfree import StreamingSnapshots
+
+    lazy = StreamingSnapshots.open(args.data)
+    if 8.0 * lazy.n_times * lazy.grid.size > STREAM_BYTES and args.solver != "assembled" and args.scheduler is None:
+        return lazy
+    return read_density(args.data)
+
+
 def _fit_density(args, out) -> int:
-    from ..io import read_density, result_dataset, write_result
+    from ..io import result_dataset, write_result
 
     used = [_flag(k) for k in _TABLE_OPTIONS if getattr(args, k) is not None]
     if used:
@@ -145,7 +162,7 @@ def _fit_density(args, out) -> int:
     from ..distributed import check_scheduler
 
     check_scheduler(args.scheduler)
-    snapshots = read_density(args.data)
+    snapshots = _density_source(args)
     grid = snapshots.grid
     n_h = 4 if args.hermite_elements is None else args.hermite_elements
     if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
