@@ -387,20 +387,6 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
                                 resolution=None if resolution is None else F[:, -1].copy())
 
 
-class _EverySecondNode:
-    """Lazy ``(n_t, *coarse)`` view of snapshots on every second node (time slices only)."""
-
-    def __init__(self, source):
-        self.source = source
-        self.shape = (source.n_times,) + tuple(len(range(0, n, 2)) for n in source.grid.shape)
-
-    def __getitem__(self, key):
-        if not isinstance(key, slice):
-            raise TypeError("only time slices are supported")
-        start, stop, _ = key.indices(self.source.n_times)
-        return self.source.read(start, stop)[(slice(None),) + (slice(None, None, 2),) * self.source.grid.ndim]
-
-
 def matrix_free_posterior_seconds(est) -> float | None:
     """Estimated wall time of :func:`snapshot_posterior` for a matrix-free density fit (else None).
 
