@@ -15,7 +15,24 @@ def apply_along_axes(values: np.ndarray, matrices: Sequence[np.ndarray]) -> np.n
     is ``sum_i m_i prod(sizes)`` instead of ``prod(m_i) prod(n_i)`` for the assembled Kronecker matrix.
     """
     lead = values.ndim - len(matrices)
-    out = values
+    out = np.ascontiguousarray(values)
     for i, mat in enumerate(matrices):
-        out = np.moveaxis(np.tensordot(mat, out, axes=([1], [lead + i])), 0, lead + i)
+        out = apply_along_axis(out, lead + i, mat)
     return out
+
+
+def apply_along_axis(values: np.ndarray, axis: int, matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` applied to axis ``axis`` of the C-contiguous ``values`` (other axes in place).
+
+    One (batched) GEMM on a reshaped view, ``(L, n, R) -> (L, m, R)``, so no transposed copies:
+    the result is C-contiguous again, ready for the next axis.
+    """
+    shape = values.shape
+    L = int(np.prod(shape[:axis], dtype=np.int64))
+    R = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    matrix = np.asarray(matrix)
+    if R == 1:
+        y = values.reshape(L, shape[axis]) @ matrix.T
+    else:
+        y = np.matmul(matrix, values.reshape(L, shape[axis], R))
+    return y.reshape(shape[:axis] + (matrix.shape[0],) + shape[axis + 1 :])

@@ -46,7 +46,7 @@ import scipy.linalg
 import scipy.sparse
 
 from ._errors import FpirlInputError
-from ._tensor import apply_along_axes
+from ._tensor import apply_along_axes, apply_along_axis
 from ._krylov import Marginals
 from .assembly import NormalEquations, _threaded, build_tables, time_pairs
 from .density import DensitySnapshots
@@ -222,13 +222,7 @@ class NormalOperator:
     @staticmethod
     def _apply_axis(x: np.ndarray, b: int, M: np.ndarray) -> np.ndarray:
         """``M`` applied to axis ``b`` of ``x`` (order kept): one (batched) NN GEMM, no transposes."""
-        shape = x.shape
-        L, R = int(np.prod(shape[:b], dtype=np.int64)), int(np.prod(shape[b + 1 :], dtype=np.int64))
-        if R == 1:
-            y = x.reshape(L, shape[b]) @ M.T
-        else:
-            y = np.matmul(M, x.reshape(L, shape[b], R))
-        return y.reshape(shape[:b] + (M.shape[0],) + shape[b + 1 :])
+        return apply_along_axis(x, b, M)
 
     def _walk(self, x: np.ndarray, mats, order) -> np.ndarray:
         """``sum_a kron_b mats[b][[b == a]]`` applied to ``x`` (two states: derivative placed or not)."""
