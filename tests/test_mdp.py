@@ -132,12 +132,12 @@ def test_transition_means_across_seam_and_walls(discretization):
             np.testing.assert_allclose(f @ w, 1.0, atol=1e-13)
             nodes = grid.axes[0].nodes
             if boundary == "periodic":  # all rows identical, symmetric about the wrapped mean
-                np.testing.assert_allclose(f, np.broadcast_to(f[:1], f.shape), atol=1e-14)
+                np.testing.assert_allclose(f, np.broadcast_to(f[:1], f.shape), atol=1e-13)  # rounding of kernel values up to ~10
                 c = np.angle(np.sum(w * f[0] * np.exp(1j * np.pi * nodes))) / np.pi
                 assert abs(np.mod(c - target + 1, 2) - 1) < 1e-10
             else:  # folded at the wall: the peak sits at the mirror image of the mean
                 folded = -2 - target if target < -1 else (2 - target if target > 1 else target)
-                np.testing.assert_allclose(f, np.broadcast_to(f[:1], f.shape), atol=1e-14)
+                np.testing.assert_allclose(f, np.broadcast_to(f[:1], f.shape), atol=1e-13)
                 assert f[0].argmax() == np.abs(nodes - folded).argmin()
                 if discretization == "nodal":  # the method of images, two nearest images
                     sig2 = 2 * 0.1 / 5.0

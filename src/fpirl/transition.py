@@ -69,17 +69,28 @@ def _projected_kernel(diffs, period: float, sigma, h: float) -> np.ndarray:
     """Sum over images of ``E[hat((X - x_j)/h)]`` for ``X ~ N(mu, sigma^2)``, ``d = x_j - mu``.
 
     Uses ``(h - |D|)_+ = R(D + h) - 2 R(D) + R(D - h)`` with the ramp ``R`` and the closed form of
-    ``E[R(Y)]`` for a Gaussian ``Y``. ``sigma`` is a scalar or one value per row.
+    ``E[R(Y)]`` for a Gaussian ``Y``. ``sigma`` is a scalar or one value per row. The nodes and
+    their periodic images lie on one lattice of spacing ``h`` (``period`` is a multiple of ``h``),
+    and ``D +- h`` are the neighbouring lattice points, so ``R`` is evaluated once per lattice point
+    within reach of the mean (not three times per node and image) and the second differences are
+    folded back onto the nodes (lattice index modulo ``period / h``).
     """
     sigma = np.asarray(sigma, dtype=float)
-    reach = 9.0 * float(np.max(sigma)) + h
-    n = np.arange(-_n_images(reach, period), _n_images(reach, period) + 1) * period
-    sig = sigma.reshape(-1, 1, 1) if sigma.ndim else sigma
+    sig = sigma.reshape(-1, 1) if sigma.ndim else sigma
+    n_nodes = diffs[0].shape[1]
+    per = int(round(period / h))  # lattice points per period
+    reach = int(np.ceil((9.0 * float(np.max(sigma)) + h) / h)) + 1
+    width = per * int(np.ceil((2 * reach + 1) / per))  # lattice window, a whole number of periods
+    steps = np.arange(-1, width + 1) - reach  # window plus one neighbour on each side
     out = np.zeros(diffs[0].shape)
     for d in diffs:
-        m = -(_wrap(d, period)[..., None] + n)  # mean of X - x_j over the images
-        val = _ramp_mean(m + h, sig) - 2.0 * _ramp_mean(m, sig) + _ramp_mean(m - h, sig)
-        out += np.maximum(val, 0.0).sum(axis=-1) / h
+        d0 = d[:, 0]  # x_0 - mu; the lattice is d0 + k h, node j <-> k = j mod per
+        k0 = np.rint(-d0 / h).astype(np.int64)  # lattice point nearest the mean
+        ramp = _ramp_mean(-((d0 + k0 * h)[:, None] + steps * h), sig)
+        val = np.maximum(ramp[:, :-2] - 2.0 * ramp[:, 1:-1] + ramp[:, 2:], 0.0) / h  # at k0 - reach + t
+        folded = val.reshape(val.shape[0], -1, per).sum(axis=1)  # [r, t] <-> k = k0 - reach + t (mod per)
+        idx = (np.arange(per)[None, :] - (k0 - reach)[:, None]) % per
+        out += np.take_along_axis(folded, idx, axis=1)[:, :n_nodes]
     return out
 
 
