@@ -76,14 +76,12 @@ class FluxOperator(NormalOperator):
     """
 
     def _setup_flux(self) -> None:
-        apply_axis = self._apply_axis
         self._div = [np.linalg.solve(tb.mass, hat_derivative_matrix(tb.fe)) for tb in self.tables]
         self._lap = [np.linalg.solve(tb.mass, tb.stiffness) for tb in self.tables]
         self._mass = [tb.mass for tb in self.tables]
         self._mass2 = [tb.mass @ tb.mass for tb in self.tables]
         self._E = [(ha.matrix(fe.nodes, 0), ha.matrix(fe.nodes, 1))
                    for fe, ha in zip(self.grid.axes, self.hermite.axes)]
-        self._axis = apply_axis
 
     # --- Hermite coefficients <-> nodal gradients -------------------------------------------
     def _gradients(self, c: np.ndarray) -> list[np.ndarray]:
@@ -98,16 +96,10 @@ class FluxOperator(NormalOperator):
             out += apply_along_axes(ha, [E[int(b == a)].T for b, E in enumerate(self._E)])
         return out.ravel()
 
-    def _tensor(self, x: np.ndarray, mats) -> np.ndarray:
-        """``(otimes_b mats[b]) x`` over the grid axes of ``x`` (order kept, no transposes)."""
-        for b, M in enumerate(mats):
-            x = self._axis(x, b, M)
-        return x
-
     def _accumulate(self, q: np.ndarray, v: np.ndarray, h: list[np.ndarray]) -> None:
         """``h_a += q * tilde D_a^T v`` for every axis ``a``."""
         for a in range(self.d):
-            h[a] += q * self._axis(v, a, self._div[a].T)
+            h[a] += q * self._apply_axis(v, a, self._div[a].T)
 
     # --- products ---------------------------------------------------------------------------
     def matvec(self, c: np.ndarray) -> np.ndarray:
@@ -121,8 +113,8 @@ class FluxOperator(NormalOperator):
             for q in modes:
                 u = np.zeros(self.shape)
                 for a in range(self.d):
-                    u += self._axis(q * g[a], a, self._div[a])
-                self._accumulate(q, self._tensor(u, self._mass2), h)
+                    u += self._apply_axis(q * g[a], a, self._div[a])
+                self._accumulate(q, apply_along_axes(u, self._mass2), h)
             sums.append(h)
 
         for modes in parts:
@@ -145,17 +137,17 @@ class FluxOperator(NormalOperator):
             trace += self._trace_term(pbar, trace_mats)
             marg.add(pbar)
             for q, qdot in zip(pbar, pdot):
-                g = self._tensor(qdot, self._mass)
+                g = apply_along_axes(qdot, self._mass)
                 lap = np.zeros(self.shape)
                 for a in range(d):
-                    lap += self._axis(q, a, self._lap[a])
-                c = self._tensor(lap, self._mass)
+                    lap += self._apply_axis(q, a, self._lap[a])
+                c = apply_along_axes(lap, self._mass)
                 gg += float(np.vdot(g, g))
                 gc += float(np.vdot(g, c))
                 cc += float(np.vdot(c, c))
                 n_rows += g.size
-                self._accumulate(q, self._tensor(g, self._mass), hg)
-                self._accumulate(q, self._tensor(c, self._mass), hc)
+                self._accumulate(q, apply_along_axes(g, self._mass), hg)
+                self._accumulate(q, apply_along_axes(c, self._mass), hc)
         self.trace = trace
         self.marginals, self.marginals_sq = marg.normalised()
         return NormalEquations(None, self._gradients_adjoint(hg), self._gradients_adjoint(hc), gg, gc, cc, n_rows)
