@@ -28,9 +28,6 @@ class KroneckerPreconditioner:
         Weight of the zero-mean term.
     weights : list of ndarray, optional
         Per-axis nodal marginals of the data ``rho_b`` (FE axis nodes); uniform when omitted.
-    weights_sq : list of ndarray, optional
-        Marginals of ``rho^2``; not needed by the present model (see below), accepted so that
-        callers passing both marginals need not change.
 
     Notes
     -----
@@ -48,7 +45,7 @@ class KroneckerPreconditioner:
         The FE axes carrying ``weights``.
     """
 
-    def __init__(self, hermite, operator_matvec, mu: float, weights=None, weights_sq=None, fe_axes=None, rng_seed=0):
+    def __init__(self, hermite, operator_matvec, mu: float, weights=None, fe_axes=None, rng_seed=0):
         self.hermite = hermite
         X, lams, middle = [], [], []
         for b, ax in enumerate(hermite.axes):
@@ -89,12 +86,11 @@ class KroneckerPreconditioner:
 
 
 class Marginals:
-    """Per-axis nodal marginals of the pair densities and of their squares, summed over the pairs
-    (the preconditioner's weights), each scaled to unit mean."""
+    """Per-axis nodal marginals of the pair densities, summed over the pairs (the preconditioner's
+    weights), each scaled to unit mean."""
 
     def __init__(self, shape):
         self.sums = [np.zeros(n) for n in shape]
-        self.sums_sq = [np.zeros(n) for n in shape]
 
     def add(self, pbar: np.ndarray) -> None:
         """Add a chunk of pair densities ``(K, *shape)``."""
@@ -102,11 +98,9 @@ class Marginals:
         for b in range(d):
             other = tuple(a for a in range(d + 1) if a != b + 1)
             self.sums[b] += pbar.sum(axis=other)
-            self.sums_sq[b] += (pbar * pbar).sum(axis=other)
 
-    def normalised(self):
-        unit = lambda ms: [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in ms]  # noqa: E731
-        return unit(self.sums), unit(self.sums_sq)
+    def normalised(self) -> list[np.ndarray]:
+        return [m / m.mean() if m.mean() > 0 else np.ones_like(m) for m in self.sums]
 
 
 def _weighted_grams(hax, fe_axis, w):
@@ -200,7 +194,7 @@ def solve_regression(op, ridge: float, gamma=None, *, rtol: float = 1e-10, maxit
     def M(c):
         return op.matvec(c) + lam * h1_apply(hermite, c) + mu * m * float(m @ c)
 
-    pre = KroneckerPreconditioner(hermite, op.matvec, mu, op.marginals, op.marginals_sq, list(op.grid.axes))
+    pre = KroneckerPreconditioner(hermite, op.matvec, mu, op.marginals, list(op.grid.axes))
     its, res = [], []
 
     def cg(b):

@@ -249,7 +249,7 @@ class _Solver:
         self.chol, self.op, self.rtol = None, op, rtol
         mu = op.trace / self.n
         self.M = lambda c: op.matvec(c) + lam * h1_apply(h, c) + mu * self.m * float(self.m @ c)
-        self.pre = KroneckerPreconditioner(h, op.matvec, mu, op.marginals, op.marginals_sq, list(op.grid.axes))
+        self.pre = KroneckerPreconditioner(h, op.matvec, mu, op.marginals, list(op.grid.axes))
         self.xtc, self.cc = op.rhs.xtc, op.rhs.cc
         if estimated:
             self.y2 = self._cg(self.xtc)

@@ -387,7 +387,7 @@ class NormalOperator:
                 Wg[self._key(idx)] += np.einsum(expr, G, view)
                 Wc[self._key(idx)] += np.einsum(expr, C, view)
         self.trace = trace
-        self.marginals, self.marginals_sq = marg.normalised()
+        self.marginals = marg.normalised()
         return NormalEquations(None, self._adjoint(Wg).ravel(), self._adjoint(Wc).ravel(), gg, gc, cc, n_rows)
 
     def _trace_matrices(self):

@@ -149,7 +149,7 @@ class FluxOperator(NormalOperator):
                 self._accumulate(q, apply_along_axes(g, self._mass), hg)
                 self._accumulate(q, apply_along_axes(c, self._mass), hc)
         self.trace = trace
-        self.marginals, self.marginals_sq = marg.normalised()
+        self.marginals = marg.normalised()
         return NormalEquations(None, self._gradients_adjoint(hg), self._gradients_adjoint(hc), gg, gc, cc, n_rows)
 
     def _flux_trace_matrices(self):
