@@ -170,17 +170,14 @@ def speedup(quick):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--make-tracks":
-        make_parquet(sys.argv[2], int(sys.argv[3]))
-        sys.exit(0)
-    if len(sys.argv) == 4 and sys.argv[1] == "--child-tracks":
-        child_tracks(sys.argv[2], sys.argv[3])
-        sys.exit(0)
-    if len(sys.argv) == 4 and sys.argv[1] == "--make":
-        make_file(sys.argv[2], int(sys.argv[3]))
-        sys.exit(0)
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        child(sys.argv[2], sys.argv[3])
+    internal = {  # the fresh child processes of the memory and tracks parts
+        "--make-tracks": lambda path, n: make_parquet(path, int(n)),
+        "--child-tracks": child_tracks,
+        "--make": lambda path, n: make_file(path, int(n)),
+        "--child": child,
+    }
+    if len(sys.argv) == 4 and sys.argv[1] in internal:
+        internal[sys.argv[1]](sys.argv[2], sys.argv[3])
         sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
