@@ -9,7 +9,7 @@ Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases
       each still in a fresh process on its worker; cases running side by side share the machine,
       so compare timings only from runs with one case at a time (the default)
 
-Problem: the separable periodic potential of :mod:`fpirl._separable` (psi = sum_b a_b cos(pi x_b +
+Problem: the separable periodic potential of :mod:`fpirl.weakform._separable` (psi = sum_b a_b cos(pi x_b +
 phi_b), Hermite-interpolated with 3 elements per axis), beta = 2, a product start, 20 snapshots
 (dt = 0.02) whose exact Fokker-Planck solution is the product of accurate 1-D spectral solutions.
 Each case runs in a fresh process (peak RSS is its own); the snapshots are formed lazily, one chunk
@@ -28,7 +28,7 @@ import time
 
 def run_case(d, N, solver, steps):
     from fpirl import PotentialEstimator
-    from fpirl._separable import SeparableProblem
+    from fpirl.weakform._separable import SeparableProblem
 
     t0 = time.perf_counter()
     problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)
@@ -36,7 +36,7 @@ def run_case(d, N, solver, steps):
     if solver == "matvec":  # the cost of the matrix-free operator: set-up and one product A c
         import numpy as np
 
-        from fpirl.matfree import NormalOperator
+        from fpirl.weakform.matfree import NormalOperator
 
         c0, t0 = time.process_time(), time.perf_counter()
         op = NormalOperator(data.normalize(), problem.hermite)
@@ -71,7 +71,7 @@ def run_cli(d, N, steps, folder):
     """The user's path: write a d-D density file (state and action axes), then time ``fpirl fit`` on it
     with default options (the path, CG tolerance, MDP recovery and uncertainty as the CLI picks them)."""
     from fpirl import DensitySnapshots, Grid
-    from fpirl._separable import SeparableProblem
+    from fpirl.weakform._separable import SeparableProblem
     from fpirl.io import read_result, write_density
 
     problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)

@@ -106,7 +106,7 @@ def make_parquet(path, n_rows):
 
 
 def child_tracks(mode, path):
-    from fpirl.hermite import HermiteSpace
+    from fpirl.core.hermite import HermiteSpace
 
     space = HermiteSpace([-1, -1], [1, 1], 4, True)
     t0 = time.perf_counter()
@@ -116,7 +116,7 @@ def child_tracks(mode, path):
         stream_increments_parquet(path, track="id", time="t", state=["x", "y"], space=space, dt=0.01)
     else:
         from fpirl.estimators._assembly import assemble_increments
-        from fpirl.tracks_io import read_tracks
+        from fpirl.tracks.reading import read_tracks
 
         tracks = read_tracks(path, track="id", time="t", state="x,y", boundary="periodic", bounds=[(-1, 1), (-1, 1)])
         i0, i1 = tracks.pairs()
@@ -142,10 +142,10 @@ def tracks_memory(quick):
 
 
 def speedup(quick):
-    from fpirl.density import DensitySnapshots
+    from fpirl.core.density import DensitySnapshots
     from fpirl.distributed import accumulate_normal_equations, dask_client
-    from fpirl.grid import Grid
-    from fpirl.hermite import HermiteSpace
+    from fpirl.core.grid import Grid
+    from fpirl.core.hermite import HermiteSpace
 
     n = 24 if quick else 40
     k = 33 if quick else 65

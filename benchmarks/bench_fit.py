@@ -39,8 +39,8 @@ def smooth_snapshots(d, elements, n_times, seed=0):
 
 def run_case(name):
     from fpirl import HermiteSpace, PotentialEstimator
-    from fpirl._reference import reference_normal_equations
-    from fpirl.assembly import assemble_normal_equations
+    from fpirl.weakform._reference import reference_normal_equations
+    from fpirl.weakform.assembly import assemble_normal_equations
 
     c0 = time.process_time()
     if name in ("fit4d", "fit4d_beta", "fit4d_mf"):

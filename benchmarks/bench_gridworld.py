@@ -71,7 +71,7 @@ def main(argv=None):
     report["solver"] = cold["data"]["fp_solver"]
 
     if args.resolution_check:
-        from fpirl.identify import PotentialEstimator
+        from fpirl.estimators.identify import PotentialEstimator
 
         spec = gridworld_spec(quick=args.quick)
         with warnings.catch_warnings():

@@ -24,10 +24,10 @@ import time
 
 import numpy as np
 
-from fpirl.grid import Grid
+from fpirl.core.grid import Grid
 from fpirl.problems.synthetic import random_periodic_potential
 from fpirl.mdp import GaussianTransition, boltzmann_policy, inverse_bellman_reward, state_shape
-from fpirl.simulate import mdp_density_map
+from fpirl.forward.markov import mdp_density_map
 
 CASES = {
     "4d": dict(elements=[15, 15, 15, 15], roles=["state", "state", "action", "action"]),

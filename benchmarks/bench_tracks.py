@@ -2,7 +2,7 @@
 
 Acceptance case: 2-D periodic box [-1, 1]^2, beta = 4, dt = 2e-3, 2000 tracks x 400 steps, uniform
 start, psi = 0.45 sin(pi x) + 0.35 cos(pi y) + 0.2 cos(pi (x + y)), positions wrapped, tracks made
-by the Euler-Maruyama sampler fpirl.simulate.sample_sde (independent of the estimators).
+by the Euler-Maruyama sampler fpirl.forward.markov.sample_sde (independent of the estimators).
 Error: relative L2 of psi (means removed) on a 100 x 100 grid.
 
 Parts (``--part``):
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from fpirl.estimators import IncrementsEstimator, TrackDensityEstimator
-from fpirl.simulate import sample_sde
+from fpirl.forward.markov import sample_sde
 from fpirl.tracks import TrackTable
 
 PI = np.pi

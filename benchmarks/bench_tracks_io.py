@@ -47,8 +47,8 @@ def write_tables(directory: Path, n_tracks: int, n_frames: int, seed: int = 0):
 
 
 def run_case(path: str, engine: str) -> dict:
-    from fpirl.binning import cloud_in_cell
-    from fpirl.tracks_io import read_tracks
+    from fpirl.tracks.binning import cloud_in_cell
+    from fpirl.tracks.reading import read_tracks
 
     out = {}
     if path != "none":

@@ -14,7 +14,7 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    the interval of the noise model alone and the interval widened by the coarse refit.
 3. Cost: posterior, potential_std and 200-draw policy/reward bands for a 2-D and a 4-D fit.
 4. Snapshot noise (``--only snapshot``): the data sets of part 1, the row model
-   (``density_posterior``) beside the snapshot-noise model (``fpirl._snapshot_noise``, 64 draws):
+   (``density_posterior``) beside the snapshot-noise model (``fpirl.uncertainty._snapshot_noise``, 64 draws):
    coverage, std / error, 90% half-width, the recovered noise level; and the snapshot-noise
    posterior of a 2-D fit on the assembled and on the matrix-free path.
    (``--only calibration|beta|cost`` runs one of parts 1-3.)
@@ -61,9 +61,9 @@ def calibration(n_sets, scheduler=None):
     from _simtracks import table_from_paths
 
     from fpirl.distributed import sweep
-    from fpirl.hermite import HermiteSpace
+    from fpirl.core.hermite import HermiteSpace
     from fpirl.problems.synthetic import Problem
-    from fpirl.simulate import sample_sde
+    from fpirl.forward.markov import sample_sde
 
     pb = Problem(1, "periodic", dt=0.01, steps=40)
     base = pb.snapshots(32)
@@ -95,7 +95,7 @@ def calibration(n_sets, scheduler=None):
 def beta_bias(quick):
     from fpirl import DensitySnapshots, Grid, PotentialEstimator
     from fpirl.forward import SpectralSolver, von_mises_bump
-    from fpirl.hermite import HermiteSpace
+    from fpirl.core.hermite import HermiteSpace
     from fpirl.problems.synthetic import smooth_function
     from fpirl.uncertainty import density_posterior, posterior
 
@@ -152,7 +152,7 @@ def cost(quick):
 
 def snapshot_noise(n_sets):
     from fpirl import DensitySnapshots, PotentialEstimator
-    from fpirl._snapshot_noise import snapshot_posterior
+    from fpirl.uncertainty._snapshot_noise import snapshot_posterior
     from fpirl.problems.synthetic import Problem
     from fpirl.uncertainty import density_posterior
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fpirl.simulate import sample_sde
+from fpirl.forward.markov import sample_sde
 from fpirl.tracks import TrackTable
 
 
@@ -29,7 +29,7 @@ def velocity_table(paths, dt, names, lower, upper):
 
 
 def sde_tracks(drift, beta, x0, dt, steps, rng, lower, upper, boundary="reflecting"):
-    """Euler-Maruyama paths of dx = drift(x) dt + sqrt(2/beta) dW via fpirl.simulate.sample_sde."""
+    """Euler-Maruyama paths of dx = drift(x) dt + sqrt(2/beta) dW via fpirl.forward.markov.sample_sde."""
     return sample_sde(lambda x: -drift(x), beta, x0, dt, steps, rng, lower, upper, boundary)
 
 

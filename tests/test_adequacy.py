@@ -7,7 +7,7 @@ import pytest
 from _simtracks import sde_tracks, table_from_paths, velocity_table
 
 from fpirl import FpirlInputError
-from fpirl.adequacy import HelmholtzCheck
+from fpirl.evaluation.adequacy import HelmholtzCheck
 
 K, BETA, DT = 2.0, 4.0, 0.05
 BOX = ([-2.0, -2.0], [2.0, 2.0])

@@ -3,10 +3,10 @@ import pytest
 from scipy import integrate
 
 from fpirl import DensitySnapshots, Grid
-from fpirl.assembly import assemble_normal_equations, axis_tables, hat_matrix, time_pairs
-from fpirl.grid import Axis
-from fpirl.hermite import HermiteAxis, HermiteSpace
-from fpirl._reference import reference_normal_equations
+from fpirl.weakform.assembly import assemble_normal_equations, axis_tables, hat_matrix, time_pairs
+from fpirl.core.grid import Axis
+from fpirl.core.hermite import HermiteAxis, HermiteSpace
+from fpirl.weakform._reference import reference_normal_equations
 
 
 @pytest.mark.parametrize("periodic", [True, False])

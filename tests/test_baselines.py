@@ -8,8 +8,8 @@ from _simtracks import table_from_paths, velocity_table
 from scipy.stats import multivariate_normal
 
 from fpirl import FpirlInputError
-from fpirl._transitions import infer_action_kind, observed_transitions
-from fpirl.baselines import Baselines, fit_baselines
+from fpirl.tracks.steps import infer_action_kind, observed_transitions
+from fpirl.evaluation.baselines import Baselines, fit_baselines
 
 
 def _prw_paths(rng, n_tracks, steps, alpha, sigma, dt, d=2):

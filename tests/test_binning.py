@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from fpirl import Grid
-from fpirl._errors import FpirlInputError
-from fpirl.binning import cloud_in_cell
+from fpirl.core._errors import FpirlInputError
+from fpirl.tracks.binning import cloud_in_cell
 
 
 def _hat_weights_reference(grid, x):

@@ -162,12 +162,12 @@ def test_bad_inputs_in_process(valid_data, tmp_path, cli):
 
 
 def test_unexpected_errors_exit_1(valid_data, tmp_path, capsys, monkeypatch, cli):
-    import fpirl.identify
+    import fpirl.estimators.identify
 
     def boom(self, snapshots):
         raise RuntimeError("solver exploded\nsecond line")
 
-    monkeypatch.setattr(fpirl.identify.PotentialEstimator, "fit", boom)
+    monkeypatch.setattr(fpirl.estimators.identify.PotentialEstimator, "fit", boom)
     argv = ["fit", str(valid_data), "-o", str(tmp_path / "out.nc"), "--beta", "1"]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip()
@@ -199,7 +199,7 @@ def test_demo_pipeline_small(tmp_path, cli):
 def test_progress_bars_only_on_a_terminal(valid_data, tmp_path, cli, monkeypatch):
     import io
 
-    from fpirl._progress import show_progress
+    from fpirl.core._progress import show_progress
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -216,18 +216,18 @@ def test_progress_bars_only_on_a_terminal(valid_data, tmp_path, cli, monkeypatch
 
 
 def test_unwritable_destination_is_found_before_the_fit(valid_data, tmp_path, cli, monkeypatch):
-    import fpirl._files
-    import fpirl.identify
+    import fpirl.io._files
+    import fpirl.estimators.identify
 
     locked = tmp_path / "locked"
     locked.mkdir()
     real = os.access
-    monkeypatch.setattr(fpirl._files.os, "access", lambda p, mode: False if str(p) == str(locked) else real(p, mode))
+    monkeypatch.setattr(fpirl.io._files.os, "access", lambda p, mode: False if str(p) == str(locked) else real(p, mode))
 
     def never(self, snapshots):  # the check must come first
         raise AssertionError("the fit ran")
 
-    monkeypatch.setattr(fpirl.identify.PotentialEstimator, "fit", never)
+    monkeypatch.setattr(fpirl.estimators.identify.PotentialEstimator, "fit", never)
     proc = cli("fit", valid_data, "-o", locked / "r.nc", "--beta", "4")
     cli.assert_input_error(proc, "permission denied", str(locked / "r.nc"))
     cli.assert_only(locked)

@@ -73,9 +73,9 @@ def test_json_is_the_contract_and_matches_the_api(files, fitted, cli):
     assert set(obj) == {"transitions", "loglik"}
     assert set(obj["loglik"]) == {"fpirl", "diffusion", "persistent_random_walk"}
     assert obj["transitions"] == 30 * 59
-    from fpirl.heldout import heldout_loglik
+    from fpirl.evaluation.heldout import heldout_loglik
     from fpirl.io import read_result
-    from fpirl.tracks_io import read_tracks
+    from fpirl.tracks.reading import read_tracks
 
     table = read_tracks(files / "test.csv", track="cell", time="t", state="pos", action="act")
     ref = heldout_loglik(read_result(fitted), table).to_json()

@@ -14,8 +14,8 @@ import pytest
 from fpirl.cli import main
 from fpirl.cli.fit import _estimator_params, join_negative_values
 from fpirl.io import read_result
-from fpirl.simulate import sample_sde
-from fpirl.tracks_io import read_tracks
+from fpirl.forward.markov import sample_sde
+from fpirl.tracks.reading import read_tracks
 
 COLS = ["--track", "id", "--time", "t", "--state", "s", "--action", "a"]
 BOX = ["--boundary", "periodic", "--bounds", "-1:1,-1:1"]

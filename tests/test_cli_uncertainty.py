@@ -24,8 +24,8 @@ def density_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def table_file(tmp_path_factory):
-    from fpirl.hermite import HermiteSpace
-    from fpirl.simulate import sample_sde
+    from fpirl.core.hermite import HermiteSpace
+    from fpirl.forward.markov import sample_sde
 
     h = HermiteSpace([-1.0], [1.0], 3, True)
     coef = h.remove_mean(h.interpolate(

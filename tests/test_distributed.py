@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from fpirl import PotentialEstimator
-from fpirl._errors import FpirlInputError
-from fpirl.assembly import assemble_normal_equations
+from fpirl.core._errors import FpirlInputError
+from fpirl.weakform.assembly import assemble_normal_equations
 from fpirl.distributed import (_chunk_task, accumulate_increments, accumulate_normal_equations, add_normal_equations,
                                check_scheduler, dask_client, run_tasks, snapshot_chunks, stream_normal_equations)
 from fpirl.estimators._assembly import assemble_increments
-from fpirl.hermite import HermiteSpace
+from fpirl.core.hermite import HermiteSpace
 from fpirl.io import write_density
 from fpirl.problems.synthetic import Problem
 
@@ -90,7 +90,7 @@ def test_local_cluster_two_workers_same_potential(snapshots):
 
 def test_increments_estimator_on_a_scheduler_same_fit():
     from fpirl.estimators import IncrementsEstimator
-    from fpirl.simulate import sample_sde
+    from fpirl.forward.markov import sample_sde
     from _simtracks import table_from_paths
 
     rng = np.random.default_rng(4)
@@ -173,7 +173,7 @@ def test_parquet_row_groups_stream_the_same_transitions(tmp_path, rng):
     import pyarrow.parquet as pq
 
     from fpirl.distributed import stream_increments_parquet
-    from fpirl.tracks_io import read_tracks
+    from fpirl.tracks.reading import read_tracks
 
     n_tracks, steps, dt = 7, 30, 0.1
     ids = np.repeat(np.arange(n_tracks), steps)
@@ -212,7 +212,7 @@ def zarr_store(snapshots, tmp_path_factory):
 def test_zarr_streams_like_in_memory_locally_and_on_two_workers(snapshots, zarr_store, tmp_path, capsys):
     from fpirl.cli import main
     from fpirl.io import read_density, read_result
-    from fpirl.matfree import StreamingSnapshots
+    from fpirl.weakform.matfree import StreamingSnapshots
 
     h = HermiteSpace.on_grid(snapshots.grid, 3)
     ref_ne = assemble_normal_equations(snapshots.normalized(), h)
@@ -241,7 +241,7 @@ def test_bad_zarr_is_one_line_error(snapshots, tmp_path, capsys):
     pytest.importorskip("zarr")
     from fpirl.cli import main
     from fpirl.io import density_dataset, read_density
-    from fpirl.matfree import StreamingSnapshots
+    from fpirl.weakform.matfree import StreamingSnapshots
 
     ds = density_dataset(snapshots)
     cases = {"novar.zarr": ds.rename({"density": "rho"}),

@@ -6,7 +6,7 @@ import pytest
 from fpirl import FpirlInputError
 from fpirl.estimators import TRACK_ESTIMATORS, TrackDensityEstimator
 from fpirl.estimators.density import scott_bandwidth, smooth_density
-from fpirl.grid import Grid
+from fpirl.core.grid import Grid
 from fpirl.tracks import TrackTable
 
 from _simtracks import PI, grad1, make_tracks, psi1, rel_error

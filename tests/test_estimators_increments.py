@@ -6,7 +6,7 @@ import pytest
 from fpirl import FpirlInputError, HermiteSpace
 from fpirl.estimators import TRACK_ESTIMATORS, IncrementsEstimator
 from fpirl.estimators._assembly import assemble_increments
-from fpirl.simulate import sample_sde
+from fpirl.forward.markov import sample_sde
 from fpirl.tracks import TrackTable
 
 from _simtracks import PI, grad1, make_tracks, psi1, rel_error

@@ -52,7 +52,7 @@ def test_hermite_potential_tensor_and_scattered_agree(rng):
 
 def test_boltzmann_initial_density_normalisation(rng):
     spec = small_spec()
-    from fpirl.quadrature import composite_rule
+    from fpirl.core.quadrature import composite_rule
 
     xs, ws = composite_rule(np.linspace(-1, 1, 9), 8)
     mesh = np.stack(np.meshgrid(xs, xs, indexing="ij"), axis=-1)

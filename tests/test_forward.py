@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from fpirl import FpirlInputError, Grid
-from fpirl.metrics import log_log_slope
+from fpirl.evaluation.metrics import log_log_slope
 from fpirl.forward import (
     FiniteVolumeSolver,
     SpectralSolver,

@@ -86,7 +86,7 @@ def test_ground_truth_is_periodic(rng):
 def test_initial_density_is_uniform_in_state_times_boltzmann_policy():
     spec = gridworld_spec(quick=True)
     hermite, coef = gridworld_truth()
-    from fpirl.quadrature import composite_rule
+    from fpirl.core.quadrature import composite_rule
 
     xa, wa = composite_rule(np.linspace(-1, 1, 5), 8)
     s = np.array([-0.9, 0.1, 0.55])

@@ -9,10 +9,10 @@ from _simtracks import sde_tracks, table_from_paths, velocity_table
 from scipy.stats import norm
 
 from fpirl import FpirlInputError
-from fpirl._transitions import observed_transitions
-from fpirl.baselines import Baselines, fit_baselines
+from fpirl.tracks.steps import observed_transitions
+from fpirl.evaluation.baselines import Baselines, fit_baselines
 from fpirl.estimators import IncrementsEstimator
-from fpirl.heldout import TransitionModel, fpirl_loglik, heldout_loglik
+from fpirl.evaluation.heldout import TransitionModel, fpirl_loglik, heldout_loglik
 
 BETA, DT = 4.0, 0.1
 BOX = ([-1.5, -1.5], [1.5, 1.5])

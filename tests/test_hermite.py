@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fpirl.hermite import HermiteAxis, HermiteSpace, reference_cubics
+from fpirl.core.hermite import HermiteAxis, HermiteSpace, reference_cubics
 
 
 def test_reference_cubics_nodal_conditions():

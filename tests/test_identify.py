@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
-from fpirl.identify import DEFAULT_RIDGE
-from fpirl.metrics import log_log_slope
+from fpirl.estimators.identify import DEFAULT_RIDGE
+from fpirl.evaluation.metrics import log_log_slope
 
 from fpirl.problems.synthetic import Problem
 

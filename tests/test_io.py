@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import fpirl._files
+import fpirl.io._files
 from fpirl import DensitySnapshots, FpirlInputError, Grid, HermiteSpace
 from fpirl.mdp import MDP
 from fpirl.io import (
@@ -302,7 +302,7 @@ def test_output_path_checks(tmp_path, monkeypatch):
     assert check_output_path(tmp_path / "new.nc", (".nc",), inputs=(tmp_path / "file.nc",)) == tmp_path / "new.nc"
     # an unwritable directory is found before any work (os.access: tests may run as root)
     real = os.access
-    monkeypatch.setattr(fpirl._files.os, "access", lambda p, mode: False if Path(p) == tmp_path else real(p, mode))
+    monkeypatch.setattr(fpirl.io._files.os, "access", lambda p, mode: False if Path(p) == tmp_path else real(p, mode))
     with pytest.raises(FpirlInputError, match="permission denied") as info:
         check_output_path(tmp_path / "new.nc")
     assert str(tmp_path / "new.nc") in str(info.value)
@@ -321,7 +321,7 @@ def test_write_errors_name_the_users_file_not_the_temporary_one(tmp_path, monkey
     def no_temp(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(tmp_path / ".r.nc.abc.tmp"))
 
-    monkeypatch.setattr(fpirl._files.tempfile, "mkstemp", no_temp)
+    monkeypatch.setattr(fpirl.io._files.tempfile, "mkstemp", no_temp)
     with pytest.raises(FpirlInputError) as info:
         with atomic_path(target):
             pass

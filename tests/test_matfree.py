@@ -1,13 +1,13 @@
-"""The matrix-free normal operator and CG path (fpirl.matfree) against the assembled one."""
+"""The matrix-free normal operator and CG path (fpirl.weakform.matfree) against the assembled one."""
 
 import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, FpirlInputError, Grid, HermiteSpace, PotentialEstimator
 from fpirl import identify
-from fpirl._separable import SeparableProblem
-from fpirl.assembly import assemble_normal_equations
-from fpirl.matfree import NormalOperator, StreamingSnapshots
+from fpirl.weakform._separable import SeparableProblem
+from fpirl.weakform.assembly import assemble_normal_equations
+from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
 
 CASES = [
     (2, (9, 8), (3, 2), "periodic"),

@@ -1,4 +1,4 @@
-"""The interpolated-flux matrix-free operator (fpirl.matfree_flux): against a dense construction,
+"""The interpolated-flux matrix-free operator (fpirl.weakform.matfree_flux): against a dense construction,
 its consistency with the exact operator, its convergence order and its use through the estimator."""
 
 from functools import reduce
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, Grid, HermiteSpace, PotentialEstimator, identify
-from fpirl._separable import SeparableProblem
-from fpirl.assembly import build_tables
-from fpirl.matfree import NormalOperator
-from fpirl.matfree_flux import FluxOperator, hat_derivative_matrix
+from fpirl.weakform._separable import SeparableProblem
+from fpirl.weakform.assembly import build_tables
+from fpirl.weakform.matfree import NormalOperator
+from fpirl.weakform.matfree_flux import FluxOperator, hat_derivative_matrix
 
 BOUNDARIES = ["periodic", "reflecting"]
 

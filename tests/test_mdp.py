@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fpirl import FpirlInputError
-from fpirl.grid import Grid
+from fpirl.core.grid import Grid
 from fpirl.problems.synthetic import random_periodic_potential
 from fpirl.mdp import (
     DEFAULT_GAMMA,

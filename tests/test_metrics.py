@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 from fpirl import FpirlInputError
-from fpirl.grid import Grid
+from fpirl.core.grid import Grid
 from fpirl.mdp import boltzmann_policy, recover_mdp
 from fpirl import forward
-from fpirl.metrics import (free_energy, free_energy_mdp, gradient_l2_error, kl_divergence, l2_error, log_log_slope,
+from fpirl.evaluation.metrics import (free_energy, free_energy_mdp, gradient_l2_error, kl_divergence, l2_error, log_log_slope,
                            policy_kl, relative_l2_error)
-from fpirl.simulate import mdp_density_map
+from fpirl.forward.markov import mdp_density_map
 
 BETA = 2.0
 

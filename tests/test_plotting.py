@@ -10,7 +10,7 @@ import xarray as xr
 
 from fpirl import FpirlInputError, Grid
 from fpirl.io import grid_coords
-import fpirl.plotting
+import fpirl.plotting.fields
 from fpirl.plotting import (
     nested_grid_image,
     nested_grid_layout,
@@ -119,13 +119,13 @@ def test_bad_figure_input(tmp_path):
 def captured(monkeypatch):
     """The Figure objects the plotting functions save (the files are still written)."""
     figs = []
-    save = fpirl.plotting._save
+    save = fpirl.plotting.fields._save
 
     def keep(fig, path):
         figs.append(fig)
         return save(fig, path)
 
-    monkeypatch.setattr(fpirl.plotting, "_save", keep)
+    monkeypatch.setattr(fpirl.plotting.fields, "_save", keep)
     return figs
 
 

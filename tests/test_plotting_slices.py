@@ -1,4 +1,4 @@
-"""Corner plots of 5-D and 6-D results (fpirl.plotting_slices)."""
+"""Corner plots of 5-D and 6-D results (fpirl.plotting.slices)."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ import xarray as xr
 from fpirl import FpirlInputError, Grid
 from fpirl.io import grid_coords
 from fpirl.plotting import plot_result
-from fpirl.plotting_slices import plot_slices, reference_node, slice_through
+from fpirl.plotting.slices import plot_slices, reference_node, slice_through
 
 
 def _result(d, n=4):

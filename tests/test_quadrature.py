@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fpirl.quadrature import composite_rule, degree_of_exactness, gauss_legendre, merged_breakpoints
+from fpirl.core.quadrature import composite_rule, degree_of_exactness, gauss_legendre, merged_breakpoints
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])

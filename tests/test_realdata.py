@@ -63,7 +63,7 @@ def test_mobility_generalisation_recovers_a_known_mobility():
     held-out score beats the constant-mobility (paper's) model. No real data needed."""
     from _simtracks import velocity_table
 
-    from fpirl._transitions import observed_transitions
+    from fpirl.tracks.steps import observed_transitions
     from fpirl.problems.realdata._mobility import MobilityModel
 
     rng = np.random.default_rng(12)

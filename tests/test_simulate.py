@@ -5,10 +5,10 @@ import pytest
 from scipy.stats import chi2
 
 from fpirl import FpirlInputError, forward
-from fpirl.grid import Grid
+from fpirl.core.grid import Grid
 from fpirl.mdp import recover_mdp
-from fpirl.metrics import kl_divergence, relative_l2_error
-from fpirl.simulate import histogram_density, mdp_density_map, sample_sde
+from fpirl.evaluation.metrics import kl_divergence, relative_l2_error
+from fpirl.forward.markov import histogram_density, mdp_density_map, sample_sde
 
 BETA = 2.0
 

@@ -1,4 +1,4 @@
-"""Snapshot-noise posterior of density fits (fpirl._snapshot_noise): calibration at low and high
+"""Snapshot-noise posterior of density fits (fpirl.uncertainty._snapshot_noise): calibration at low and high
 noise, the noise shape, and the matrix-free path (issue 10).
 
 Data come from the independent spectral solver with independent multiplicative (or additive)
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, FpirlInputError, PotentialEstimator
-from fpirl._snapshot_noise import snapshot_posterior
+from fpirl.uncertainty._snapshot_noise import snapshot_posterior
 from fpirl.problems.synthetic import Problem
 from fpirl.uncertainty import estimate_uncertainty
 
@@ -142,8 +142,8 @@ def test_discretisation_error_is_covered_in_2d_at_low_noise():
 
 
 def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
-    from fpirl._resolution import resolution_column
-    from fpirl.matfree import StreamingSnapshots
+    from fpirl.uncertainty._resolution import resolution_column
+    from fpirl.weakform.matfree import StreamingSnapshots
 
     problem = Problem(2, "periodic", hermite_elements=2, steps=6)
     s = _noisy(problem.snapshots(12), 0.05, np.random.default_rng(1))
@@ -159,8 +159,8 @@ def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
 def test_auto_skips_a_costly_matrix_free_posterior(monkeypatch):
     """``method='auto'`` (the CLI default) computes the posterior unless a matrix-free fit would need
     more than the time budget for it; then a warning and none. 'posterior' always computes it."""
-    import fpirl.uncertainty as unc
-    from fpirl._snapshot_noise import matrix_free_posterior_seconds
+    import fpirl.uncertainty.estimate as unc
+    from fpirl.uncertainty._snapshot_noise import matrix_free_posterior_seconds
 
     problem = Problem(2, "periodic", hermite_elements=2, steps=6)
     s = _noisy(problem.snapshots(10), 0.05, np.random.default_rng(2))

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fpirl._errors import FpirlInputError
-from fpirl.simulate import sample_sde
-from fpirl.tracks_io import DEFAULT_MARGIN, parse_bounds, read_tracks
+from fpirl.core._errors import FpirlInputError
+from fpirl.forward.markov import sample_sde
+from fpirl.tracks.reading import DEFAULT_MARGIN, parse_bounds, read_tracks
 
 DT = 2e-3
 

@@ -12,10 +12,10 @@ from _simtracks import table_from_paths
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.estimators import IncrementsEstimator
 from fpirl.forward import SpectralSolver, von_mises_bump
-from fpirl.hermite import HermiteSpace
+from fpirl.core.hermite import HermiteSpace
 from fpirl.io import read_result, result_dataset, write_result
 from fpirl.problems.synthetic import Problem, smooth_function
-from fpirl.simulate import sample_sde
+from fpirl.forward.markov import sample_sde
 from fpirl.uncertainty import (credible_bands, density_posterior, increments_posterior, posterior,
                                uncertainty_extra)
 from fpirl.workflows import recover_mdp_from_fit
@@ -66,7 +66,7 @@ def test_posterior_equals_constrained_gaussian(problem1d, rng, estimate_beta):
     # potential_std by sum factorisation (forced into several batches) = the dense diag(B Sigma B^T)
     B = h.axes[0].matrix(s.grid.coords[0])
     dense = np.sqrt(np.einsum("ij,jk,ik->i", B, post.coef_cov(), B))
-    import fpirl.uncertainty as unc
+    import fpirl.uncertainty.estimate as unc
 
     old, unc._BATCH_BYTES = unc._BATCH_BYTES, 8 * 32 * 5
     try:
@@ -203,7 +203,7 @@ def test_bands_and_result_roundtrip(tmp_path, rng):
 # bootstrap over whole tracks
 # --------------------------------------------------------------------------------------------
 def test_resample_tracks_copies_whole_tracks():
-    from fpirl._bootstrap import resample_tracks
+    from fpirl.uncertainty._bootstrap import resample_tracks
 
     h, coef = _cos_space(4)
     rng = np.random.default_rng(5)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
-from fpirl.metrics import kl_divergence
+from fpirl.evaluation.metrics import kl_divergence
 from fpirl.io import read_density, result_dataset, write_density, write_result
 from fpirl.io import model_from_result, read_attrs
 from fpirl.workflows import compare_snapshots, recover_mdp_from_fit, simulate_model

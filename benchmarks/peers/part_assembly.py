@@ -1,8 +1,8 @@
 """Part 5: assembly -- fpirl's sum-factorised VSI normal equations vs the dense reference.
 
-``fpirl._reference.reference_normal_equations`` is what a generic FEM code does: full 4-D tensor
+``fpirl.weakform._reference.reference_normal_equations`` is what a generic FEM code does: full 4-D tensor
 quadrature, the residual matrix formed one Hermite basis column at a time per snapshot.
-``fpirl.assembly.assemble_normal_equations`` contracts one axis at a time. Both are timed on the
+``fpirl.weakform.assembly.assemble_normal_equations`` contracts one axis at a time. Both are timed on the
 same 4-D periodic data at sizes where the reference still runs; the growth of each is fitted
 (log-log least squares) and extrapolated to the 4-D Grid World size (15^4 nodes, 4 Hermite
 elements per axis = 4,096 coefficients, 50 snapshots), where the fast assembly is also measured.
@@ -15,9 +15,9 @@ import time
 import numpy as np
 
 from fpirl import DensitySnapshots, Grid, HermiteSpace
-from fpirl._reference import reference_normal_equations
-from fpirl.assembly import assemble_normal_equations
-from fpirl.quadrature import merged_breakpoints
+from fpirl.weakform._reference import reference_normal_equations
+from fpirl.weakform.assembly import assemble_normal_equations
+from fpirl.core.quadrature import merged_breakpoints
 
 GW = {"N": 15, "nh": 4, "K": 50}
 

@@ -35,8 +35,8 @@ from fpirl.problems.gridworld import (
     GRIDWORLD_UPPER,
     gridworld_truth,
 )
-from fpirl.simulate import mdp_density_map
-from fpirl.transition import GaussianTransition
+from fpirl.forward.markov import mdp_density_map
+from fpirl.mdp.transition import GaussianTransition
 
 FLOOR = 1e-300
 

@@ -2,7 +2,7 @@
 
 Data: the periodic trigonometric case (``workers/cases.py``: beta = 4 on [-1, 1]^2) as density
 snapshots on a 32 x 32 periodic grid, (a) clean, from fpirl's Fourier solver (an independent
-discretisation), (b) cloud-in-cell histograms of SDE particles (``fpirl.simulate.sample_sde``),
+discretisation), (b) cloud-in-cell histograms of SDE particles (``fpirl.forward.markov.sample_sde``),
 i.e. with sampling noise. pysindy gets the density and "drift channels" ``p c_j(x)`` (see
 ``workers/pysindy_weak.py``): (i) recommended settings -- Fourier channels up to frequency 1
 (this span contains the true drift), K = 100 subdomains, STLSQ threshold 0.1 (pysindy's
@@ -26,7 +26,7 @@ from cases import CASES
 
 from fpirl import DensitySnapshots, Grid, HermiteSpace, PotentialEstimator
 from fpirl.forward import simulate_density
-from fpirl.simulate import histogram_density, sample_sde
+from fpirl.forward.markov import histogram_density, sample_sde
 
 PI = np.pi
 

@@ -1,6 +1,6 @@
 """Part 1: tracks -> drift / potential. SFI, pysindy (trajectories), kramersmoyal vs fpirl.
 
-Three 2-D cases, tracks from the Euler-Maruyama sampler ``fpirl.simulate.sample_sde`` (independent
+Three 2-D cases, tracks from the Euler-Maruyama sampler ``fpirl.forward.markov.sample_sde`` (independent
 of every estimator), uniform start, beta = 4, dt = 2e-3 (full: 2000 tracks x 400 steps):
 
 * ``trig``: periodic [-1, 1]^2, psi = 0.45 sin(pi x) + 0.35 cos(pi y) + 0.2 cos(pi (x + y));
@@ -23,7 +23,7 @@ from cases import CASES
 
 from fpirl import Grid, HermiteSpace
 from fpirl.estimators import IncrementsEstimator, TrackDensityEstimator
-from fpirl.simulate import histogram_density, sample_sde
+from fpirl.forward.markov import histogram_density, sample_sde
 from fpirl.tracks import TrackTable
 
 PI = np.pi

@@ -1,6 +1,6 @@
 r"""Scale-out: the normal equations as a map-reduce over chunks, on Dask or a local process pool.
 
-The VSI normal equations (eq. vsi_regression; :class:`fpirl.assembly.NormalEquations`) are sums
+The VSI normal equations (eq. vsi_regression; :class:`fpirl.weakform.assembly.NormalEquations`) are sums
 over the time steps ``k`` (snapshot pairs ``(p_k, p_{k+1})``), and those of the increments
 regression (:class:`fpirl.estimators._assembly.IncrementSystem`) are sums over transitions:
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._errors import FpirlInputError
+from .core._errors import FpirlInputError
 
 #: Snapshots per chunk of the density map-reduce (the chunks overlap by one snapshot).
 DEFAULT_SNAPSHOT_CHUNK = 64
@@ -177,8 +177,8 @@ def _collect(results, reduce):
 # density snapshots
 # --------------------------------------------------------------------------------------------
 def add_normal_equations(a, b):
-    """Sum of two :class:`~fpirl.assembly.NormalEquations` (the reduce step)."""
-    from .assembly import NormalEquations
+    """Sum of two :class:`~fpirl.weakform.assembly.NormalEquations` (the reduce step)."""
+    from .weakform.assembly import NormalEquations
 
     return NormalEquations(a.xtx + b.xtx, a.xtg + b.xtg, a.xtc + b.xtc, a.gg + b.gg, a.gc + b.gc, a.cc + b.cc,
                            a.n_rows + b.n_rows)
@@ -193,9 +193,9 @@ def snapshot_chunks(n_times: int, chunk: int = DEFAULT_SNAPSHOT_CHUNK) -> list[t
 
 
 def _assemble_values(values, times, grid, elements, time_scheme, quadrature_points, normalize):
-    from .assembly import assemble_normal_equations
-    from .density import DensitySnapshots
-    from .hermite import HermiteSpace
+    from .weakform.assembly import assemble_normal_equations
+    from .core.density import DensitySnapshots
+    from .core.hermite import HermiteSpace
 
     snaps = DensitySnapshots(grid, times, values)
     if normalize:
@@ -212,7 +212,7 @@ def _chunk_task(span, values, times, grid, opts):
 def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: int = DEFAULT_SNAPSHOT_CHUNK,
                                 time_scheme="midpoint", quadrature_points=3, normalize=False, n_jobs=None,
                                 progress=False):
-    """:func:`fpirl.assembly.assemble_normal_equations` as a map-reduce over snapshot chunks.
+    """:func:`fpirl.weakform.assembly.assemble_normal_equations` as a map-reduce over snapshot chunks.
 
     Equal to the one-piece assembly up to rounding (the sums are regrouped).
     """
@@ -226,8 +226,8 @@ def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: in
 def _open_lazy(path):
     import xarray as xr
 
-    from ._files import check_readable
-    from ._zarr import is_zarr, open_zarr
+    from .io._files import check_readable
+    from .io._zarr import is_zarr, open_zarr
 
     path = Path(path)
     if is_zarr(path):
@@ -240,7 +240,7 @@ def _open_lazy(path):
 
 
 def _stream_task(span, path, opts):
-    from .io import density_from_dataset
+    from .io.netcdf import density_from_dataset
 
     with _open_lazy(path) as ds:
         part = density_from_dataset(ds.isel(time=slice(*span)))  # reads only this chunk
@@ -249,7 +249,7 @@ def _stream_task(span, path, opts):
 
 def stream_header(path):
     """``(DensitySnapshots of the first two snapshots, number of snapshots)`` of a density file, read lazily."""
-    from .io import density_from_dataset
+    from .io.netcdf import density_from_dataset
 
     with _open_lazy(path) as ds:
         if "time" not in ds.dims:
@@ -270,7 +270,7 @@ def stream_normal_equations(path, hermite_elements, *, scheduler=None, chunk: in
     Each task opens the file and reads its own snapshot range, so memory holds one chunk per
     worker (plus the ``n_coef^2`` normal matrix), whatever the number of snapshots. Returns
     ``(normal_equations, head)`` with ``head`` the first two snapshots (the grid and ``dt``) to
-    pass to :meth:`fpirl.identify.PotentialEstimator.fit` together with the normal equations.
+    pass to :meth:`fpirl.estimators.identify.PotentialEstimator.fit` together with the normal equations.
     """
     head, n = stream_header(path)
     opts = (tuple(np.broadcast_to(hermite_elements, (head.grid.ndim,))), time_scheme, quadrature_points, normalize)
@@ -375,7 +375,7 @@ def stream_increments_parquet(path, *, track: str, time: str, state, space, dt: 
     box of ``space``, and assembles :func:`fpirl.estimators._assembly.assemble_increments`; the
     systems are added. The table must be sorted by track, then time (checked within each group).
     This is the same set of transitions as :meth:`fpirl.tracks.TrackTable.pairs` of the table read
-    with :func:`fpirl.tracks_io.read_tracks` with the box of ``space`` and state columns only (no
+    with :func:`fpirl.tracks.reading.read_tracks` with the box of ``space`` and state columns only (no
     velocity actions). Solve with :func:`fpirl.estimators.selection.solve_increments`.
 
     Returns

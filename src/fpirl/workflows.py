@@ -7,19 +7,19 @@ from __future__ import annotations
 import numpy as np
 from scipy.interpolate import RegularGridInterpolator
 
-from ._errors import FpirlInputError
-from .density import DensitySnapshots
-from .grid import Grid
-from .io import FittedModel, model_from_result  # noqa: F401 (model_from_result: re-exported, it lived here)
-from .mdp import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
-from .metrics import kl_divergence
-from .simulate import mdp_density_map
+from .core._errors import FpirlInputError
+from .core.density import DensitySnapshots
+from .core.grid import Grid
+from .io.netcdf import FittedModel, model_from_result  # noqa: F401 (model_from_result: re-exported, it lived here)
+from .mdp.recovery import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
+from .evaluation.metrics import kl_divergence
+from .forward.markov import mdp_density_map
 
 MODELS = ("mdp", "fp")
 
 
 def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None) -> MDP | None:
-    """The MDP (Q, pi, T, R; paper section 3) of a fitted :class:`~fpirl.identify.PotentialEstimator`.
+    """The MDP (Q, pi, T, R; paper section 3) of a fitted :class:`~fpirl.estimators.identify.PotentialEstimator`.
 
     Returns ``None`` when the grid lacks state or action axes (then ``gamma`` must be ``None``).
     """

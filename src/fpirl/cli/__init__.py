@@ -15,7 +15,7 @@ import argparse
 import sys
 import warnings
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one_line, _Parser
 from .benchmark import add_benchmark_arguments, cmd_benchmark
 from .commands import (add_compare_arguments, add_demo_arguments, add_plot_arguments, add_simulate_arguments,

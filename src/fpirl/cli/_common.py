@@ -79,7 +79,7 @@ def _positive_int(text: str) -> int:
 def _output_netcdf(path, inputs=()) -> Path:
     """Check an output netCDF path before any work (:func:`fpirl.io.check_output_path`): .nc
     suffix, existing writable directory, not one of the ``inputs``."""
-    from .._files import NETCDF_SUFFIXES, check_output_path
+    from ..io._files import NETCDF_SUFFIXES, check_output_path
 
     return check_output_path(path, NETCDF_SUFFIXES, inputs)
 
@@ -104,7 +104,7 @@ def _fit_notes(est, mdp) -> list[str]:
 
 def _progress(args) -> bool:
     """Progress bars unless ``--no-progress``, and only when stderr is a terminal."""
-    from .._progress import show_progress
+    from ..core._progress import show_progress
 
     return show_progress(not getattr(args, "no_progress", False))
 

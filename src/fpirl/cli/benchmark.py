@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import EXIT_OK, _positive_int_list, _progress
 
 

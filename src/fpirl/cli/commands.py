@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import EXIT_OK, _output_netcdf, _positive_int, _progress
 
 
@@ -18,8 +18,8 @@ def add_plot_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plot(args) -> int:
-    from ..io import check_output_path, read_result
-    from ..plotting import plot_result
+    from ..io.netcdf import check_output_path, read_result
+    from ..plotting.fields import plot_result
 
     check_output_path(args.output, inputs=(args.result,))
     path = plot_result(read_result(args.result), args.output)
@@ -58,7 +58,7 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_simulate(args) -> int:
-    from ..io import model_from_result, read_density, read_result, write_density
+    from ..io.netcdf import model_from_result, read_density, read_result, write_density
     from ..workflows import simulate_model
 
     out = _output_netcdf(args.output, inputs=(args.result, args.initial))
@@ -91,8 +91,8 @@ _MODEL_NAMES = {"mdp": "MDP density map", "fp": "Fokker-Planck PDE"}
 
 
 def cmd_compare(args) -> int:
-    from ..io import check_output_path, read_attrs, read_density
-    from ..plotting import plot_kl
+    from ..io.netcdf import check_output_path, read_attrs, read_density
+    from ..plotting.fields import plot_kl
     from ..workflows import compare_snapshots, kl_reference
 
     fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")

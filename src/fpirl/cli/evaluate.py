@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import EXIT_OK, add_column_arguments
 
 #: result attrs written by ``fpirl fit`` on a track table -> read_tracks keyword
@@ -39,9 +39,9 @@ def _columns(args, attrs) -> dict:
 def cmd_evaluate(args) -> int:
     import numpy as np
 
-    from ..heldout import heldout_loglik
-    from ..io import read_result
-    from ..tracks_io import read_tracks
+    from ..evaluation.heldout import heldout_loglik
+    from ..io.netcdf import read_result
+    from ..tracks.reading import read_tracks
 
     ds = read_result(args.result)
     cols = _columns(args, ds.attrs)
@@ -49,7 +49,7 @@ def cmd_evaluate(args) -> int:
     boundary = str(ds.attrs["boundary"])
     bounds = None
     if boundary == "periodic":  # positions are wrapped into the fitted period
-        from ..io import grid_from_dataset
+        from ..io.netcdf import grid_from_dataset
 
         grid = grid_from_dataset(ds, "potential")
         bounds = list(zip(grid.lower, grid.upper))

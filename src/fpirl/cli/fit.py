@@ -7,7 +7,7 @@ import inspect
 import os
 import re
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import (EXIT_OK, _discount, _fit_notes, _output_netcdf, _positive_float, _positive_int,
                       _positive_int_list, _progress, _ridge, add_column_arguments)
 
@@ -51,7 +51,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     beta.add_argument("--estimate-beta", action="store_true",
                       help="estimate beta jointly with psi (density data need --beta or --estimate-beta; "
                       "tables estimate beta unless --beta is given)")
-    from ..identify import DEFAULT_RIDGE
+    from ..estimators.identify import DEFAULT_RIDGE
 
     p.add_argument("--ridge", metavar="R|gcv", type=_ridge, default=None,
                    help=f"relative Tikhonov weight on int |grad psi|^2 (density data: default {DEFAULT_RIDGE:g}, or "
@@ -117,8 +117,8 @@ def _flag(key: str) -> str:
 
 
 def cmd_fit(args) -> int:
-    from .._zarr import is_zarr
-    from ..io import data_kind
+    from ..io._zarr import is_zarr
+    from ..io.netcdf import data_kind
 
     out = _output_netcdf(args.output, inputs=(args.data,))
     if is_zarr(args.data) or data_kind(args.data) == "netcdf":
@@ -137,8 +137,8 @@ def _density_source(args):
     """The snapshots of a density file: read whole, or, above :data:`STREAM_BYTES` (and unless the
     assembled solver or a Dask scheduler is asked for), opened lazily and streamed by the
     matrix-free paths, so that the data never sit in memory whole."""
-    from ..io import read_density
-    from ..matfree import StreamingSnapshots
+    from ..io.netcdf import read_density
+    from ..weakform.matfree import StreamingSnapshots
 
     lazy = StreamingSnapshots.open(args.data)
     if 8.0 * lazy.n_times * lazy.grid.size > STREAM_BYTES and args.solver != "assembled" and args.scheduler is None:
@@ -147,7 +147,7 @@ def _density_source(args):
 
 
 def _fit_density(args, out) -> int:
-    from ..io import result_dataset, write_result
+    from ..io.netcdf import result_dataset, write_result
 
     used = [_flag(k) for k in _TABLE_OPTIONS if getattr(args, k) is not None]
     if used:
@@ -168,7 +168,7 @@ def _fit_density(args, out) -> int:
     if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
         raise FpirlInputError(f"--hermite-elements has {len(n_h)} values for {grid.ndim} axes {grid.names}")
 
-    from ..identify import PotentialEstimator
+    from ..estimators.identify import PotentialEstimator
 
     est = PotentialEstimator(
         hermite_elements=n_h,
@@ -240,8 +240,8 @@ def _estimator_params(args, cls, tracks) -> dict:
 
 
 def _fit_table(args, out) -> int:
-    from ..io import result_dataset, write_result
-    from ..tracks_io import read_tracks
+    from ..io.netcdf import result_dataset, write_result
+    from ..tracks.reading import read_tracks
 
     missing = [_flag(k) for k in ("track", "time", "state") if getattr(args, k) is None]
     if missing:
@@ -281,7 +281,7 @@ def _fit_table(args, out) -> int:
         "table_observations": tracks.n_obs, "table_tracks": tracks.n_tracks,
         "table_transitions": len(tracks.pairs()[0]),
     })
-    from ..heldout import fit_time_diagnostics  # baselines for 'fpirl evaluate', the adequacy check
+    from ..evaluation.heldout import fit_time_diagnostics  # baselines for 'fpirl evaluate', the adequacy check
 
     diagnostics, adequacy = fit_time_diagnostics(tracks)
     extra.update(diagnostics)

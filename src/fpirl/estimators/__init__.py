@@ -1,6 +1,6 @@
 """Estimators of the potential from tracked observations (:class:`~fpirl.tracks.TrackTable`).
 
-Every estimator is a strategy object with the interface of :class:`fpirl.identify.PotentialEstimator`:
+Every estimator is a strategy object with the interface of :class:`fpirl.estimators.identify.PotentialEstimator`:
 ``Est(**params).fit(tracks) -> self`` with ``coef_``, ``beta_``, ``hermite_``, ``grid_``, ``penalty_``,
 ``residual_``, ``settings_``, ``dt_`` and ``potential``, ``gradient``, ``potential_on_grid``,
 ``gradient_on_grid``, ``result_extra``. :data:`TRACK_ESTIMATORS` maps the CLI names to the classes.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..hermite import HermiteSpace
+from ..core.hermite import HermiteSpace
 
 #: rows per BLAS block (bounds the temporary ``W`` to a few tens of MB)
 _CHUNK = 1 << 15

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import FpirlInputError
-from .._linalg import solve_spd  # noqa: F401  (re-exported for the track estimators)
-from .._fitted import FittedPotentialMixin
-from .._nodal import _positive
-from ..hermite import HermiteSpace
-from ..tracks import TrackTable
+from ..core._errors import FpirlInputError
+from ..core._linalg import solve_spd  # noqa: F401  (re-exported for the track estimators)
+from ..mdp._fitted import FittedPotentialMixin
+from ..core.validation import _positive
+from ..core.hermite import HermiteSpace
+from ..tracks.table import TrackTable
 
 #: Largest FE grid (nodes) the result is written on by default.
 MAX_RESULT_NODES = 1 << 16

@@ -2,7 +2,7 @@ r"""Density estimator: density snapshots from tracks by cloud-in-cell, then the 
 
 Every snapshot ``k`` (frames ``0, s, 2s, ...`` for the stride ``s``) takes the observations of
 the frames ``k s - w .. k s + w`` (pooling window ``w``, 0 by default) and deposits them onto
-the FE grid with the multilinear hat functions (:func:`fpirl.binning.cloud_in_cell`, the
+the FE grid with the multilinear hat functions (:func:`fpirl.tracks.binning.cloud_in_cell`, the
 linear-FE projection the weak form wants):
 
 .. math::
@@ -14,7 +14,7 @@ deviation ``h_i`` per axis, mirrored at reflecting walls and wrapped on periodic
 is conserved and nothing leaks through a wall), with Scott's rule
 ``h_i = sigma_i n_k^{-1/(d+4)}`` (``sigma_i`` the spread of the points on axis ``i``; on periodic
 axes the circular spread) or a given bandwidth. The snapshots then go to
-:class:`fpirl.identify.PotentialEstimator` (eq. ``vsi_regression``).
+:class:`fpirl.estimators.identify.PotentialEstimator` (eq. ``vsi_regression``).
 
 Defaults, with the reasons measured in docs/benchmarks.md: FE elements per axis
 ``N = clip(round(2.1 n^{1/(d+2)}), 4, 64)`` for ``n`` observations per snapshot (a finer grid
@@ -31,12 +31,12 @@ from __future__ import annotations
 import numpy as np
 import scipy.ndimage
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
-from ..binning import cloud_in_cell
-from ..density import DensitySnapshots
-from ..identify import PotentialEstimator
-from ..tracks import TrackTable
+from ..tracks.binning import cloud_in_cell
+from ..core.density import DensitySnapshots
+from .identify import PotentialEstimator
+from ..tracks.table import TrackTable
 from ._base import TrackEstimatorMixin, check_beta, check_elements, check_tracks
 
 #: Default snapshot stride (frames between snapshots): every frame. On the 2-D benchmark of
@@ -98,7 +98,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         (``1/beta`` is then attenuated by the noise of the snapshots' gradients: on the 2-D
         benchmark of docs/benchmarks.md it came out ~10x too large).
     ridge : float or 'gcv', optional
-        Passed to :class:`~fpirl.identify.PotentialEstimator`.
+        Passed to :class:`~fpirl.estimators.identify.PotentialEstimator`.
     stride : int
         Frames between consecutive snapshots.
     pool : int or 'auto'
@@ -115,7 +115,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
     Attributes
     ----------
     coef_, beta_, hermite_, grid_, penalty_, residual_, settings_
-        As :class:`fpirl.identify.PotentialEstimator` (``grid_`` is the snapshot grid).
+        As :class:`fpirl.estimators.identify.PotentialEstimator` (``grid_`` is the snapshot grid).
     dt_ : float
         The table's sampling interval (one MDP step); the snapshot spacing is ``stride * dt_``.
     estimator_ : PotentialEstimator

@@ -8,7 +8,7 @@ Sampled at the table's interval ``dt``, eq. ``SDE`` with Euler-Maruyama reads
 so with a constant beta the maximum-likelihood ``psi = sum_i theta_i phi_i`` is the least-squares
 fit of ``v_k = (x_{k+1} - x_k) / dt`` by ``-grad psi(x_k)`` on the drift axes (see
 :mod:`fpirl.estimators._assembly`), with the same zero-mean constraint and Tikhonov penalty
-``lambda int |grad psi|^2`` as :class:`fpirl.identify.PotentialEstimator`. beta follows from the
+``lambda int |grad psi|^2`` as :class:`fpirl.estimators.identify.PotentialEstimator`. beta follows from the
 residual variance, ``2 dt / beta = RSS dt^2 / n_rows``.
 
 Localisation noise (``noise_correction=True``): with observations ``y_k = x_k + eta_k``,
@@ -52,9 +52,9 @@ import numpy as np
 import scipy.special
 import xarray as xr
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
-from ..tracks import TrackTable
+from ..tracks.table import TrackTable
 from ._assembly import assemble_increments
 from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge, check_tracks,
                     default_result_elements, embed_constant_axes)
@@ -173,7 +173,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
     Attributes
     ----------
     coef_, beta_, hermite_, grid_, penalty_, residual_, settings_, dt_
-        As :class:`fpirl.identify.PotentialEstimator`; ``residual_`` is ``sqrt(RSS / sum v^2)``.
+        As :class:`fpirl.estimators.identify.PotentialEstimator`; ``residual_`` is ``sqrt(RSS / sum v^2)``.
     localization_noise_ : float or None
         With ``noise_correction`` and beta estimated: ``sqrt`` of half the excess of the raw
         increment variance over the corrected one (for observed coordinates, lag 1: the std ``s`` of

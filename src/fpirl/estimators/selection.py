@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import FpirlInputError
-from ..hermite import HermiteSpace
+from ..core._errors import FpirlInputError
+from ..core.hermite import HermiteSpace
 from ._assembly import IncrementSystem, assemble_increments
 from ._base import solve_spd
 
@@ -48,7 +48,7 @@ def solve_increments(system: IncrementSystem, P: np.ndarray, m: np.ndarray, ridg
     r"""Penalised least squares ``(A + lambda P + s m m^T) theta = -b`` (zero-mean psi).
 
     ``lambda = ridge * tr(A) / tr(P)`` (relative weight, as in
-    :class:`fpirl.identify.PotentialEstimator`); the rank-one term ``s m m^T`` with
+    :class:`fpirl.estimators.identify.PotentialEstimator`); the rank-one term ``s m m^T`` with
     ``s = tr(A) / n_coef`` fixes the constant mode (the right-hand side is orthogonal to it, so
     the constraint ``m . theta = 0`` holds exactly). Returns ``theta`` and ``lambda``.
     """

@@ -18,7 +18,7 @@ cubic Hermite potential, weak form):
   exponential (:func:`scipy.sparse.linalg.expm_multiply`).
 
 :func:`simulate_density` wraps both: it solves on the solver's own fine grid and brings the
-snapshots onto the nodes of an fpirl :class:`~fpirl.grid.Grid` through the solver's own
+snapshots onto the nodes of an fpirl :class:`~fpirl.core.grid.Grid` through the solver's own
 high-order interpolant (trigonometric, resp. tensor-product cubic spline), evaluated with
 per-axis matrices contracted one axis at a time (sum factorisation).
 """

@@ -6,8 +6,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from .._errors import FpirlInputError
-from .._tensor import apply_along_axes
+from ..core._errors import FpirlInputError
+from ..core._tensor import apply_along_axes
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ from typing import Callable
 import numpy as np
 import scipy.fft as sfft
 
-from .._errors import FpirlInputError
-from ..grid import Grid
-from .._tensor import apply_along_axes
+from ..core._errors import FpirlInputError
+from ..core.grid import Grid
+from ..core._tensor import apply_along_axes
 from ._common import _bounds, _check_times, _ForwardSolver
 from .finite_volume import FiniteVolumeSolver
 from .spectral import SpectralSolver

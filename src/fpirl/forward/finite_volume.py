@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from scipy.interpolate import make_interp_spline
 from scipy.sparse.linalg import expm_multiply, splu
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import _ForwardSolver, _bounds, _check_beta, _per_axis
 
 def _bernoulli(x: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 import scipy.fft as sfft
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from ._common import _ForwardSolver, _bounds, _check_beta, _per_axis
 
 def _trig_matrix(x: np.ndarray, lower: float, length: float, m: int) -> np.ndarray:

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..density import DensitySnapshots
-from ..grid import Grid
-from ..hermite import HermiteSpace
+from ..core.density import DensitySnapshots
+from ..core.grid import Grid
+from ..core.hermite import HermiteSpace
 
 __all__ = ["DemoProblem", "demo_problem", "run_demo"]
 
@@ -134,11 +134,11 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
         ``beta``, ``residual``, ``seconds`` (wall time per stage), ``data``, ``result`` and
         ``figure`` (paths).
     """
-    from .._progress import status_line
-    from ..identify import PotentialEstimator
-    from ..io import result_dataset, write_density, write_result
-    from ..metrics import l2_error, relative_l2_error
-    from ..plotting import plot_potential_comparison
+    from ..core._progress import status_line
+    from ..estimators.identify import PotentialEstimator
+    from ..io.netcdf import result_dataset, write_density, write_result
+    from ..evaluation.metrics import l2_error, relative_l2_error
+    from ..plotting.fields import plot_potential_comparison
     from ..workflows import recover_mdp_from_fit
 
     def say(msg):

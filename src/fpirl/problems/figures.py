@@ -17,7 +17,7 @@ def free_energy_figure(curve, path) -> Path:
     state densities (a :class:`fpirl.problems.free_energy.FreeEnergyCurve`)."""
     from matplotlib.figure import Figure
 
-    from ..plotting import robust_range, save_figure
+    from ..plotting.fields import robust_range, save_figure
 
     grid = curve.mdp.grid
     steps = np.arange(curve.free_energy.size)
@@ -63,8 +63,8 @@ def soft_q_figure(mq, qfit, spec, path, position_range, velocity_range) -> Path:
     """
     from matplotlib.figure import Figure
 
-    from ..plotting import robust_range, save_figure
-    from ..soft_q import soft_policy
+    from ..plotting.fields import robust_range, save_figure
+    from ..mdp.soft_q import soft_policy
 
     coords = [np.linspace(-1.0, 1.0, n) for n in mq.q.shape]
     fit = qfit.hermite.evaluate_grid(qfit.coef, coords)

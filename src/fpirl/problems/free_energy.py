@@ -16,7 +16,7 @@ dt)`` has mean ``s + a dt`` and variance ``sigma^2``). No probability leaves the
 Steps:
 
 1. the optimal entropy-regularised policy by soft value iteration
-   (:func:`fpirl.soft_q.soft_value_iteration`) with temperature ``1 / beta`` and
+   (:func:`fpirl.mdp.soft_q.soft_value_iteration`) with temperature ``1 / beta`` and
    discount ``gamma``: ``Q = R + gamma E[V(s')]``, ``V = beta^{-1} log int exp(beta Q) da``,
    ``pi* = exp(beta (Q - V))``;
 2. the state-action density evolved under ``pi*`` from a uniform state density by the MDP map
@@ -27,7 +27,7 @@ Steps:
              = \int_S \rho(s)\big(-V(s) + \beta^{-1}\log\rho(s)\big)\, ds
 
    (the second form because ``pi*`` is the Boltzmann policy of ``Q``), computed with
-   :func:`fpirl.metrics.free_energy_mdp`. Its lower bound over all state densities is
+   :func:`fpirl.evaluation.metrics.free_energy_mdp`. Its lower bound over all state densities is
    ``F_min = -beta^{-1} log int exp(beta V) ds``, attained at the Gibbs density
    ``rho_G ~ exp(beta V)``; ``F - F_min = beta^{-1} KL(rho || rho_G)``.
 
@@ -45,11 +45,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .._errors import FpirlInputError
-from ..grid import Grid
-from ..mdp import GaussianTransition, boltzmann_policy
-from ..metrics import free_energy_mdp, kl_divergence
-from ..soft_q import soft_value_iteration
+from ..core._errors import FpirlInputError
+from ..core.grid import Grid
+from ..mdp.recovery import GaussianTransition, boltzmann_policy
+from ..evaluation.metrics import free_energy_mdp, kl_divergence
+from ..mdp.soft_q import soft_value_iteration
 
 __all__ = [
     "QUICK_PARAMS",

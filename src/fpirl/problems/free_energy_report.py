@@ -42,8 +42,8 @@ def run_free_energy(outdir="fpirl-free-energy", progress: bool = True, *, params
     dict
         ``curve`` (FreeEnergyCurve), ``scan`` (list of dicts), ``report``, ``figure``, ``seconds``.
     """
-    from .._progress import status_line
-    from ..io import atomic_write
+    from ..core._progress import status_line
+    from ..io.netcdf import atomic_write
     from .figures import free_energy_figure
 
     outdir = Path(outdir)

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..hermite import HermiteSpace
-from ..mdp import DEFAULT_GAMMA
+from ..core.hermite import HermiteSpace
+from ..mdp.recovery import DEFAULT_GAMMA
 from .experiment import ExperimentSpec, run_experiment
 
 __all__ = [

@@ -91,7 +91,7 @@ def fit_q_hermite(mq: MountainCarQ, hermite_elements=(8, 8, 2)) -> QFit:
     -------
     QFit
     """
-    from ..hermite import HermiteSpace
+    from ..core.hermite import HermiteSpace
 
     hermite = HermiteSpace(NORMALISED_LOWER, NORMALISED_UPPER, hermite_elements, periodic=True)
     coords = [np.linspace(-1.0, 1.0, n) for n in mq.q.shape]

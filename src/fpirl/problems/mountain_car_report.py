@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import FpirlInputError
+from ..core._errors import FpirlInputError
 from .mountain_car import (MAX_POSITION, MAX_SPEED, MC_ACTION_CONTRAST, MC_ELEMENTS, MC_HERMITE_ELEMENTS,
                            MC_PSI_RANGE, MC_QUICK_ELEMENTS, MC_QUICK_SOFTQ, MC_QUICK_SOLVER_POINTS, MC_QUICK_STEPS,
                            MC_RESOLUTION_CHECK, MC_SOFTQ, MC_SOLVER_POINTS, MC_STEPS, MIN_POSITION, fit_q_hermite,
@@ -83,8 +83,8 @@ def run_mountaincar(outdir, elements=None, quick: bool = False, progress: bool =
         The summary of :func:`~fpirl.problems.experiment.run_experiment` plus ``mountain_car``
         (goal rate, fit errors, scaling, policy contrast, timings).
     """
-    from .._progress import status_line
-    from ..io import atomic_write
+    from ..core._progress import status_line
+    from ..io.netcdf import atomic_write
     from .experiment import json_default, run_experiment
     from .figures import soft_q_figure
 

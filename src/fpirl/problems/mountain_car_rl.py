@@ -10,7 +10,7 @@ Step 1 -- the RL problem. Dynamics and reward of gymnasium's ``MountainCarContin
 terminal when ``x' >= 0.45`` and ``v' >= 0``; reward ``100 [terminal] - 0.1 a^2`` per step,
 ``a in [-1, 1]``. The paper solves it with soft actor-critic (SAC). We compute instead the
 entropy-regularised optimal Q-function that SAC approximates, exactly up to discretisation, by
-**soft Q-iteration** (:func:`fpirl.soft_q.soft_value_iteration`) on a fine tensor grid
+**soft Q-iteration** (:func:`fpirl.mdp.soft_q.soft_value_iteration`) on a fine tensor grid
 of (position, velocity, action):
 
 .. math::
@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .._errors import FpirlInputError
-from ..soft_q import soft_policy, soft_state_value, soft_value_iteration
+from ..core._errors import FpirlInputError
+from ..mdp.soft_q import soft_policy, soft_state_value, soft_value_iteration
 
 # --- gymnasium MountainCarContinuous-v0 constants ---------------------------------------------
 MIN_POSITION = -1.2

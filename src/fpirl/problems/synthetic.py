@@ -7,11 +7,11 @@ Hermite resolution, snapshot spacing) before running it on real data.
 
 import numpy as np
 
-from ..density import DensitySnapshots
+from ..core.density import DensitySnapshots
 from ..forward import FiniteVolumeSolver, SpectralSolver, von_mises_bump
-from ..grid import Grid
-from ..hermite import HermiteSpace
-from ..metrics import gradient_l2_error, relative_l2_error
+from ..core.grid import Grid
+from ..core.hermite import HermiteSpace
+from ..evaluation.metrics import gradient_l2_error, relative_l2_error
 
 
 def smooth_function(d, periodic):

@@ -16,7 +16,7 @@ reusable by other problems (Mountain Car). Given a ground-truth potential in a H
    * **MDP-map data** (eq. ``density_evolution``): ``p_n = pi(a'|s') int int p_{n-1} T`` with the
      ground-truth policy and transition recovered on the grid itself (:func:`fpirl.mdp.recover_mdp`);
 
-2. fits psi on each data set (beta fixed, :class:`~fpirl.identify.PotentialEstimator`), recovers
+2. fits psi on each data set (beta fixed, :class:`~fpirl.estimators.identify.PotentialEstimator`), recovers
    Q, pi, T and R (:func:`fpirl.mdp.recover_mdp`);
 3. measures (docs/method.md): the paper's L2 error of psi (each function's mean removed) and of
    ``d psi / d s`` on a fine evaluation grid, also relative to the standard deviation of the

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._errors import FpirlInputError
-from ...density import DensitySnapshots
-from ...grid import Grid
-from ...hermite import HermiteSpace
+from ...core._errors import FpirlInputError
+from ...core.density import DensitySnapshots
+from ...core.grid import Grid
+from ...core.hermite import HermiteSpace
 from ._spec import ExperimentSpec, json_default
 
 
@@ -100,7 +100,7 @@ def boltzmann_initial_density(hermite: HermiteSpace, coef, beta: float, roles: S
         coordinate are treated as a tensor grid of states (cheap for meshes; fine for a few
         thousand scattered points).
     """
-    from ...quadrature import composite_rule
+    from ...core.quadrature import composite_rule
 
     roles = tuple(roles)
     state_axes = tuple(i for i, r in enumerate(roles) if r == "state")
@@ -154,7 +154,7 @@ def _cache_dir(spec: ExperimentSpec, cache_dir) -> Path:
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
-    from ...io import atomic_path
+    from ...io.netcdf import atomic_path
 
     with atomic_path(path) as tmp, open(tmp, "wb") as fh:
         np.save(fh, array)
@@ -192,7 +192,7 @@ def _read_json(path: Path) -> dict:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    from ...io import atomic_write
+    from ...io.netcdf import atomic_write
 
     atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=1, default=json_default)))
 
@@ -251,7 +251,7 @@ def initial_on_grid(spec: ExperimentSpec, grid: Grid) -> np.ndarray:
 
 def mdp_map_data(spec: ExperimentSpec, grid: Grid, truth_mdp, progress: bool = False) -> DensitySnapshots:
     """MDP-map data (eq. ``density_evolution``) under the ground-truth policy and transition."""
-    from ...simulate import mdp_density_map
+    from ...forward.markov import mdp_density_map
 
     p = mdp_density_map(grid, truth_mdp.policy, truth_mdp.transition, initial_on_grid(spec, grid),
                         spec.steps, progress=progress)

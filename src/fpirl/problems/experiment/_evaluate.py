@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from ...density import DensitySnapshots
-from ...grid import Grid
-from ...hermite import HermiteSpace
-from ...mdp import recover_mdp
+from ...core.density import DensitySnapshots
+from ...core.grid import Grid
+from ...core.hermite import HermiteSpace
+from ...mdp.recovery import recover_mdp
 from ._data import initial_on_grid
 from ._spec import ExperimentSpec
 
@@ -22,7 +22,7 @@ from ._spec import ExperimentSpec
 # --------------------------------------------------------------------------------------------
 def potential_errors(spec: ExperimentSpec, hermite: HermiteSpace, coef, eval_grid: Grid) -> dict:
     """Paper's L2 errors of psi (means removed) and of ``d psi / d s`` on ``eval_grid``."""
-    from ...metrics import gradient_l2_error, l2_error, relative_l2_error
+    from ...evaluation.metrics import gradient_l2_error, l2_error, relative_l2_error
 
     coords = eval_grid.coords
     psi = hermite.evaluate_grid(coef, coords)
@@ -74,9 +74,9 @@ def fit_and_evaluate(spec: ExperimentSpec, snapshots: DensitySnapshots, truth: _
 
     ``p_ref`` is the MDP-map evolution under the ground truth (the KL reference).
     """
-    from ...identify import PotentialEstimator
-    from ...metrics import kl_divergence, policy_kl, relative_l2_error
-    from ...simulate import mdp_density_map
+    from ...estimators.identify import PotentialEstimator
+    from ...evaluation.metrics import kl_divergence, policy_kl, relative_l2_error
+    from ...forward.markov import mdp_density_map
 
     grid = snapshots.grid
     t0 = time.perf_counter()
@@ -121,7 +121,7 @@ def fit_and_evaluate(spec: ExperimentSpec, snapshots: DensitySnapshots, truth: _
 
 def _fit_difference(spec: ExperimentSpec, a, b, eval_grid: Grid) -> float:
     """RMS difference of two fitted potentials (means removed) relative to the std of psi_GT."""
-    from ...metrics import l2_error
+    from ...evaluation.metrics import l2_error
 
     pa = a.hermite_.evaluate_grid(a.coef_, eval_grid.coords)
     pb = b.hermite_.evaluate_grid(b.coef_, eval_grid.coords)

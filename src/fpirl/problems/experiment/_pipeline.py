@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._errors import FpirlInputError
-from ...metrics import log_log_slope
+from ...core._errors import FpirlInputError
+from ...evaluation.metrics import log_log_slope
 from ._data import (_cache_dir, _points_tag, _read_json, _solver_points, _write_json, fp_data, fp_solution,
                     mdp_map_data)
 from ._evaluate import _fit_difference, _Truth, _truth_on_grid, fit_and_evaluate
@@ -83,7 +83,7 @@ class ExperimentData:
         return self._fp["solver"], self._fp["values"]
 
     def _cached(self, path: Path, make):
-        from ...io import read_density, write_density
+        from ...io.netcdf import read_density, write_density
 
         self.lookups += 1
         meta = path.with_suffix(".json")
@@ -160,8 +160,8 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
         ``acceptance`` (list of {check, value, passed}), ``kl_curve_fp`` (finest N), ``data``
         (solver info, cache hits), ``timings``, ``figures``, ``files``.
     """
-    from ..._progress import progress_bar, status_line
-    from ...io import atomic_write
+    from ...core._progress import progress_bar, status_line
+    from ...io.netcdf import atomic_write
 
     t_start = time.perf_counter()
     Ns = sorted({int(n) for n in np.atleast_1d(elements)})

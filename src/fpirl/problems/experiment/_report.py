@@ -17,7 +17,7 @@ def _write_result(path: Path, spec: ExperimentSpec, outcome: FitOutcome, truth: 
                   data_info: dict) -> Path:
     import xarray as xr
 
-    from ...io import result_dataset, write_result
+    from ...io.netcdf import result_dataset, write_result
 
     grid = truth.grid
     state_dims = tuple(grid.names[i] for i in grid.state_axes)
@@ -43,7 +43,7 @@ def _write_result(path: Path, spec: ExperimentSpec, outcome: FitOutcome, truth: 
 
 def _figures(spec: ExperimentSpec, outdir: Path, N: int, truth: _Truth, fit: FitOutcome, p_ref, eval_grid,
              Ns, table, fit_range) -> dict:
-    from ...plotting import plot_convergence, plot_fields, plot_kl, plot_potential_comparison
+    from ...plotting.fields import plot_convergence, plot_fields, plot_kl, plot_potential_comparison
 
     grid = truth.grid
     files = {}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._errors import FpirlInputError
-from ...grid import Grid
-from ...hermite import HermiteSpace
-from ...mdp import DEFAULT_GAMMA
+from ...core._errors import FpirlInputError
+from ...core.grid import Grid
+from ...core.hermite import HermiteSpace
+from ...mdp.recovery import DEFAULT_GAMMA
 
 
 
@@ -33,7 +33,7 @@ class ExperimentSpec:
     name : str
         Short identifier (file names, cache directory).
     lower, upper, names, roles, boundary
-        The joint state-action box, as for :class:`~fpirl.grid.Grid`.
+        The joint state-action box, as for :class:`~fpirl.core.grid.Grid`.
     hermite : HermiteSpace
         Space of the ground-truth potential.
     coef : ndarray, shape hermite.shape

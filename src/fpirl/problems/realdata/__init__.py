@@ -5,8 +5,8 @@ reflecting walls, a seeded 70/30 split by whole tracks; the increments estimator
 ``fpirl fit ... --action velocity`` runs it (resolution and ridge chosen by cross-validation on the
 training tracks, see :mod:`._model`) and the density
 estimator; the held-out one-step log-likelihood of both against the diffusion and persistent-random-
-walk baselines (:mod:`fpirl.heldout`); the non-gradient fraction of the drift
-(:class:`fpirl.adequacy.HelmholtzCheck`); a result file, held-out CSV and a figure per set, and
+walk baselines (:mod:`fpirl.evaluation.heldout`); the non-gradient fraction of the drift
+(:class:`fpirl.evaluation.adequacy.HelmholtzCheck`); a result file, held-out CSV and a figure per set, and
 ``report.md``.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..._errors import FpirlInputError
+from ...core._errors import FpirlInputError
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
 from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks
 
@@ -31,7 +31,7 @@ SEED = 0
 def _subset_csv(src: Path, spec: TrackSet, ids, out: Path) -> Path:
     import pandas as pd
 
-    from ...io import atomic_write
+    from ...io.netcdf import atomic_write
 
     df = pd.read_csv(src)
     keep = df[spec.track].astype(str).isin({str(i) for i in ids})
@@ -48,11 +48,11 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     """Fit, evaluate and draw one set; returns its report row (``density=False`` skips the density
     estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries)."""
     from ...estimators import IncrementsEstimator
-    from ...adequacy import HelmholtzCheck
-    from ...baselines import fit_baselines
+    from ...evaluation.adequacy import HelmholtzCheck
+    from ...evaluation.baselines import fit_baselines
     from ...estimators import TrackDensityEstimator
-    from ...heldout import fpirl_loglik, heldout_loglik
-    from ...io import result_dataset, write_result
+    from ...evaluation.heldout import fpirl_loglik, heldout_loglik
+    from ...io.netcdf import result_dataset, write_result
     from ...workflows import recover_mdp_from_fit
     from ._report import set_figure
 

@@ -1,6 +1,6 @@
 """The shipped real track sets: where they are, their columns and units, and reading them.
 
-Each set becomes a long-format CSV (``track, time, x, y``) read by :func:`fpirl.tracks_io.read_tracks`
+Each set becomes a long-format CSV (``track, time, x, y``) read by :func:`fpirl.tracks.reading.read_tracks`
 with state = position, action = velocity (backward differences) and reflecting walls. The
 pedestrian files (whitespace-separated, ``#`` comments, frame numbers at 25 fps) are converted to
 CSV in the output folder first, so every set can be refitted with the ``fpirl fit`` command printed
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._errors import FpirlInputError
+from ...core._errors import FpirlInputError
 
 #: environment variable overriding the location of the real-data folder
 DATA_ENV = "FPIRL_REALDATA"
@@ -96,7 +96,7 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
     if not out.exists():
         df = pd.read_csv(src, sep=r"\s+", comment="#", header=None, names=["id", "frame", "x", "y", "z"])
         df["t_s"] = df["frame"] / spec.fps
-        from ...io import atomic_write
+        from ...io.netcdf import atomic_write
 
         atomic_write(out, lambda tmp: df[["id", "t_s", "x", "y"]].to_csv(tmp, index=False))
     return out
@@ -105,7 +105,7 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
 def read_set(spec: TrackSet, data_dir: Path, work_dir: Path):
     """The set as a :class:`~fpirl.tracks.TrackTable` (position states, velocity actions, reflecting)
     and the CSV it was read from."""
-    from ...tracks_io import read_tracks
+    from ...tracks.reading import read_tracks
 
     path = table_csv(spec, data_dir, work_dir)
     table = read_tracks(path, track=spec.track, time=spec.time, state=list(spec.state), action="velocity",

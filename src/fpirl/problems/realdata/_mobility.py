@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._transitions import Transitions, gaussian_logpdf
-from ...adequacy import _legendre_design, _multi_indices
-from ...hermite import HermiteSpace
+from ...tracks.steps import Transitions, gaussian_logpdf
+from ...evaluation.adequacy import _legendre_design, _multi_indices
+from ...core.hermite import HermiteSpace
 from ._model import VelocityPotentialEstimator, _action_table
 
 LOG_G_DEGREE = 3
@@ -185,7 +185,7 @@ def select_mobility(train, hermite_elements, ridge, degrees=(0, 1, 2), folds=3, 
 
     Returns ``(degree, {degree: mean CV log-likelihood})``.
     """
-    from ..._transitions import observed_transitions
+    from ...tracks.steps import observed_transitions
 
     fold = np.random.default_rng(seed).permutation(train.n_tracks) % folds
     scores = {}

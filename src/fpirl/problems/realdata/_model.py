@@ -22,7 +22,7 @@ import numpy as np
 
 from ...estimators import IncrementsEstimator
 from ...estimators._base import TrackEstimatorMixin, default_result_elements, embed_constant_axes
-from ...tracks import TrackTable
+from ...tracks.table import TrackTable
 
 
 def _action_table(table: TrackTable) -> TrackTable:

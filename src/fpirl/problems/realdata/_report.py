@@ -28,7 +28,7 @@ def set_figure(path: Path, name: str, grid, maps: dict, observed, simulated, uni
     observed and simulated tracks (positions, same axes)."""
     from matplotlib.figure import Figure
 
-    from ...plotting import _save
+    from ...plotting.fields import _save
 
     S, A = grid.state_axes, grid.action_axes
     fig = Figure(figsize=(15, 9), layout="constrained")
@@ -100,7 +100,7 @@ def _fmt(x, nd=3):
 
 def write_report(path: Path, rows: list, settings: dict) -> Path:
     """report.md: one table over the sets, the chosen models, and what the numbers say."""
-    from ...io import atomic_write
+    from ...io.netcdf import atomic_write
 
     lines = [
         "# Real tracks: held-out prediction and model adequacy",

@@ -1,0 +1,251 @@
+r"""Tensor-product piecewise cubic Hermite space for the potential (paper section 4.1).
+
+On each axis ``[lower, upper]`` split into ``n_h`` elements of width ``H`` with nodes ``X_k``,
+every node carries two dofs: the value and the slope (paper's :math:`h_{2j-1}, h_{2j}`). With the
+reference cubics (eq. hermite_basis)
+
+.. math::
+    \bar h_1 = 1 - 3\xi^2 + 2\xi^3,\quad \bar h_2 = \xi - 2\xi^2 + \xi^3,\quad
+    \bar h_3 = 3\xi^2 - 2\xi^3,\quad \bar h_4 = -\xi^2 + \xi^3,
+
+cell ``k`` carries ``psi(x) = v_k h1 + H s_k h2 + v_{k+1} h3 + H s_{k+1} h4`` with
+``xi = (x - X_k) / H``, so the slope dof is the true derivative. A periodic axis has ``n_h``
+nodes (the node at ``upper`` is the node at ``lower``), a non-periodic axis ``n_h + 1``.
+Dof ``2k + alpha`` of an axis is ``d^alpha psi / dx^alpha (X_k)``; the tensor-product dof
+``theta[i_1, ..., i_d]`` with ``i_b = 2 k_b + alpha_b`` is the mixed partial
+``d^alpha psi (X_k)``, ``alpha in {0,1}^d`` (eq. potential_funciton).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ._errors import FpirlInputError
+from ._tensor import apply_along_axes
+from .quadrature import composite_rule
+
+#: Degree of the piecewise polynomials; interpolation error is O(H^4) for psi, O(H^3) for grad psi.
+ORDER = 4
+
+
+def reference_cubics(xi: np.ndarray, deriv: int = 0) -> np.ndarray:
+    """Reference Hermite cubics (or their ``deriv``-th xi-derivative), shape ``(*xi.shape, 4)``."""
+    xi = np.asarray(xi, dtype=float)
+    if deriv == 0:
+        cols = (1 - 3 * xi**2 + 2 * xi**3, xi - 2 * xi**2 + xi**3, 3 * xi**2 - 2 * xi**3, -(xi**2) + xi**3)
+    elif deriv == 1:
+        cols = (-6 * xi + 6 * xi**2, 1 - 4 * xi + 3 * xi**2, 6 * xi - 6 * xi**2, -2 * xi + 3 * xi**2)
+    elif deriv == 2:
+        cols = (-6 + 12 * xi, -4 + 6 * xi, 6 - 12 * xi, -2 + 6 * xi)
+    else:
+        raise ValueError(f"derivative order must be 0, 1 or 2, got {deriv}")
+    return np.stack(cols, axis=-1)
+
+
+@dataclass(frozen=True)
+class HermiteAxis:
+    """Piecewise cubic Hermite functions on one axis (value and slope dof per node)."""
+
+    lower: float
+    upper: float
+    elements: int
+    periodic: bool = True
+
+    def __post_init__(self):
+        if int(self.elements) != self.elements or self.elements < 1:
+            raise FpirlInputError(f"need at least one Hermite element per axis, got {self.elements}")
+        if self.periodic and self.elements < 2:
+            raise FpirlInputError("a periodic Hermite axis needs at least 2 elements")
+
+    @property
+    def spacing(self) -> float:
+        return (self.upper - self.lower) / self.elements
+
+    @property
+    def n_nodes(self) -> int:
+        return self.elements if self.periodic else self.elements + 1
+
+    @property
+    def n_dofs(self) -> int:
+        return 2 * self.n_nodes
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return self.lower + self.spacing * np.arange(self.n_nodes)
+
+    @property
+    def breakpoints(self) -> np.ndarray:
+        """Element end points, ``elements + 1`` values from lower to upper."""
+        return self.lower + self.spacing * np.arange(self.elements + 1)
+
+    def locate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cell index and local coordinate ``xi in [0, 1]`` of points (wrapped if periodic)."""
+        x = np.asarray(x, dtype=float)
+        length = self.upper - self.lower
+        if self.periodic:
+            x = self.lower + np.mod(x - self.lower, length)
+        t = (x - self.lower) / self.spacing
+        cell = np.clip(np.floor(t).astype(np.intp), 0, self.elements - 1)
+        return cell, t - cell
+
+    def local_basis(self, x: np.ndarray, deriv: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The 4 non-zero basis functions at ``x``: dof indices and values, each ``(*x.shape, 4)``."""
+        cell, xi = self.locate(x)
+        H = self.spacing
+        vals = reference_cubics(xi, deriv) / H**deriv
+        vals[..., 1] *= H
+        vals[..., 3] *= H
+        right = (cell + 1) % self.n_nodes if self.periodic else cell + 1
+        idx = np.stack([2 * cell, 2 * cell + 1, 2 * right, 2 * right + 1], axis=-1)
+        return idx, vals
+
+    def matrix(self, x: np.ndarray, deriv: int = 0) -> np.ndarray:
+        """Dense collocation matrix ``B[p, i] = d^deriv h_i(x_p)``, shape ``(len(x), n_dofs)``."""
+        x = np.asarray(x, dtype=float).ravel()
+        idx, vals = self.local_basis(x, deriv)
+        B = np.zeros((x.size, self.n_dofs))
+        np.add.at(B, (np.repeat(np.arange(x.size), 4), idx.ravel()), vals.ravel())
+        return B
+
+    def gram(self, deriv: int = 0, quadrature_points: int = 4) -> np.ndarray:
+        """Exact Gram matrix ``int d^deriv h_i d^deriv h_j dx`` (degree <= 6, 4 points suffice)."""
+        x, w = composite_rule(self.breakpoints, quadrature_points)
+        B = self.matrix(x, deriv)
+        return (B * w[:, None]).T @ B
+
+    def integrals(self) -> np.ndarray:
+        """``int h_i dx`` for every dof."""
+        x, w = composite_rule(self.breakpoints, 2)
+        return w @ self.matrix(x)
+
+
+class HermiteSpace:
+    """Tensor product of :class:`HermiteAxis` objects: ``phi_i = prod_b h_{i_b}(x_b)`` (eq. hermite_basis).
+
+    Parameters
+    ----------
+    lower, upper : sequence of float
+        Domain bounds.
+    elements : int or sequence of int
+        Hermite elements per axis ``n_h,i``.
+    periodic : bool
+        Periodic (the paper) or non-periodic (for reflecting walls) on every axis.
+    """
+
+    order = ORDER
+
+    def __init__(self, lower, upper, elements, periodic=True):
+        lower = np.atleast_1d(np.asarray(lower, dtype=float))
+        upper = np.atleast_1d(np.asarray(upper, dtype=float))
+        elements = np.broadcast_to(np.asarray(elements), lower.shape)
+        self.periodic = bool(periodic)
+        self.axes = tuple(HermiteAxis(float(a), float(b), int(n), self.periodic) for a, b, n in zip(lower, upper, elements))
+
+    @classmethod
+    def on_grid(cls, grid, elements) -> "HermiteSpace":
+        """Hermite space on the domain of a :class:`~fpirl.core.grid.Grid` (periodic iff the grid is)."""
+        return cls(grid.lower, grid.upper, elements, grid.periodic)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.axes)
+
+    @property
+    def elements(self) -> tuple[int, ...]:
+        return tuple(a.elements for a in self.axes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the coefficient tensor, ``2 * nodes`` per axis."""
+        return tuple(a.n_dofs for a in self.axes)
+
+    @property
+    def n_coef(self) -> int:
+        return int(np.prod(self.shape))
+
+    # --- evaluation ---------------------------------------------------------------------
+    def evaluate_grid(self, coef: np.ndarray, coords: Sequence[np.ndarray], deriv: Sequence[int] | None = None) -> np.ndarray:
+        """``d^deriv psi`` on the tensor grid ``coords`` (one 1-D array per axis), by sum factorisation."""
+        deriv = (0,) * self.ndim if deriv is None else tuple(deriv)
+        mats = [ax.matrix(c, k) for ax, c, k in zip(self.axes, coords, deriv)]
+        return apply_along_axes(np.asarray(coef).reshape(self.shape), mats)
+
+    def gradient_grid(self, coef: np.ndarray, coords: Sequence[np.ndarray], axes: Sequence[int] | None = None) -> np.ndarray:
+        """Partial derivatives along ``axes`` (default all) on a tensor grid, shape ``(len(axes), *grid)``."""
+        axes = range(self.ndim) if axes is None else axes
+        return np.stack([self.evaluate_grid(coef, coords, tuple(int(b == a) for b in range(self.ndim))) for a in axes])
+
+    def evaluate(self, coef: np.ndarray, points: np.ndarray, deriv: Sequence[int] | None = None) -> np.ndarray:
+        """``d^deriv psi`` at scattered points of shape ``(..., d)``: gathers the 4^d local dofs per point."""
+        points = np.asarray(points, dtype=float)
+        lead = points.shape[:-1]
+        pts = points.reshape(-1, self.ndim)
+        deriv = (0,) * self.ndim if deriv is None else tuple(deriv)
+        coef = np.asarray(coef).reshape(self.shape)
+        flat_index = np.zeros((pts.shape[0],) + (1,) * 0, dtype=np.intp)[:, None]
+        weights = np.ones((pts.shape[0], 1))
+        strides = np.cumprod((self.shape[1:] + (1,))[::-1])[::-1]
+        for b, (ax, k) in enumerate(zip(self.axes, deriv)):
+            idx, vals = ax.local_basis(pts[:, b], k)
+            flat_index = (flat_index[:, :, None] + strides[b] * idx[:, None, :]).reshape(pts.shape[0], -1)
+            weights = (weights[:, :, None] * vals[:, None, :]).reshape(pts.shape[0], -1)
+        return np.einsum("pk,pk->p", coef.ravel()[flat_index], weights).reshape(lead)
+
+    def gradient(self, coef: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """Gradient at scattered points, shape ``(..., d)``."""
+        return np.stack(
+            [self.evaluate(coef, points, tuple(int(b == a) for b in range(self.ndim))) for a in range(self.ndim)], axis=-1
+        )
+
+    # --- construction -------------------------------------------------------------------
+    def interpolate(self, derivative: Callable[[np.ndarray, tuple[int, ...]], np.ndarray]) -> np.ndarray:
+        """Hermite interpolant of a C^1 function from its mixed partials at the nodes.
+
+        Parameters
+        ----------
+        derivative : callable
+            ``derivative(points, alpha)`` returns ``d^alpha f`` at points of shape ``(..., d)`` for
+            every ``alpha in {0, 1}^d``.
+        """
+        mesh = np.stack(np.meshgrid(*[a.nodes for a in self.axes], indexing="ij"), axis=-1)
+        coef = np.zeros(self.shape)
+        for alpha in np.ndindex(*(2,) * self.ndim):
+            sl = tuple(slice(a_, None, 2) for a_ in alpha)
+            coef[sl] = derivative(mesh, tuple(alpha))
+        return coef
+
+    def constant_mode(self) -> np.ndarray:
+        """Coefficients of ``psi = 1`` (all value dofs 1, all derivative dofs 0)."""
+        coef = np.zeros(self.shape)
+        coef[(slice(0, None, 2),) * self.ndim] = 1.0
+        return coef
+
+    def mean_functional(self) -> np.ndarray:
+        """Vector ``m`` with ``m . coef = mean of psi over the domain``."""
+        m = np.ones(())
+        for ax in self.axes:
+            m = np.multiply.outer(m, ax.integrals() / (ax.upper - ax.lower))
+        return m
+
+    def remove_mean(self, coef: np.ndarray) -> np.ndarray:
+        """Coefficients of ``psi - mean(psi)``."""
+        coef = np.asarray(coef, dtype=float).reshape(self.shape)
+        return coef - np.sum(self.mean_functional() * coef) * self.constant_mode()
+
+    def h1_seminorm_matrix(self) -> np.ndarray:
+        """Gram matrix of ``int grad psi . grad psi``, i.e. ``sum_a kron_b (G1 if b == a else G0)``."""
+        g0 = [ax.gram(0) for ax in self.axes]
+        g1 = [ax.gram(1) for ax in self.axes]
+        P = np.zeros((self.n_coef, self.n_coef))
+        for a in range(self.ndim):
+            K = np.ones((1, 1))
+            for b in range(self.ndim):
+                K = np.kron(K, g1[b] if b == a else g0[b])
+            P += K
+        return P
+
+    def __repr__(self):
+        return f"HermiteSpace(elements={self.elements}, periodic={self.periodic}, n_coef={self.n_coef})"

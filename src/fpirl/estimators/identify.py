@@ -1,0 +1,431 @@
+r"""Estimators of the Fokker-Planck potential by variational system identification (paper section 4).
+
+The estimator solves eq. vsi_regression,
+
+.. math::
+    \min_{\theta,\ \gamma}\ \sum_k \big\| g_k + \Xi_k \theta + \gamma c_k \big\|_2^2
+    + \lambda\, \theta^T P \theta
+    \quad\text{subject to}\quad \frac{1}{|\Omega|}\int_\Omega \psi_\theta = 0,
+
+with ``gamma = 1/beta`` either fixed or a further unknown, ``P`` the Gram matrix of
+``int |grad psi|^2`` (Tikhonov smoothing that only matters where the data carry no mass) and
+``lambda = ridge * trace(A) / trace(P)``. The constant mode of psi is in the null space of the
+residual; the zero-mean constraint removes it (added as a rank-one term ``mu m m^T``, which keeps
+the system symmetric positive definite and is exact because the right-hand side is orthogonal
+to the constant mode).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.linalg
+
+from ..weakform import matfree
+from ..core._errors import FpirlInputError
+from ..mdp._fitted import FittedPotentialMixin
+from ..core._linalg import solve_spd
+from ..core.validation import _positive as _positive_number
+from .._version import __version__ as _version
+from ..weakform.assembly import NormalEquations, assemble_normal_equations
+from ..core.density import DensitySnapshots
+from ..core.grid import Grid
+from ..core.hermite import HermiteSpace
+
+#: Default relative Tikhonov weight; chosen by ``tests/test_identify.py::test_default_ridge_is_in_the_plateau``.
+DEFAULT_RIDGE = 1e-9
+
+
+TIME_SCHEMES = ("midpoint", "explicit")
+
+
+def _number(value, name: str) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(value):
+        raise FpirlInputError(f"{name} must be finite, got {value}")
+    return value
+
+
+#: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
+ASSEMBLED_MEMORY_LIMIT = 3e9
+#: ``solver='auto'`` uses the interpolated-flux operator when the exact matrix-free band would need more than this.
+BAND_MEMORY_LIMIT = 3e9
+SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux")
+MATRIX_FREE = ("matrix-free", "interpolated-flux")
+#: Default relative CG residual per matrix-free path (``cg_tol=None``): the exact path reproduces the
+#: assembled solution to ~1e-8; the interpolated flux stops where the algebraic error in psi is far
+#: below its own O(h^2) quadrature error (docs/method.md, "Interpolated flux").
+CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6}
+
+
+def band_bytes(grid: Grid) -> float:
+    """Memory estimate of the exact matrix-free product: the band ``U`` and its adjoint ``W``
+    (``3^d`` numbers per node each)."""
+    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
+
+
+def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:
+    """Memory estimate of the assembled path: the banded moment and its contraction states
+    (``~3 x 5^d`` numbers per node) and a few dense ``n_coef x n_coef`` matrices."""
+    return 8.0 * (3 * 5**grid.ndim * grid.size + 4 * float(hermite.n_coef) ** 2)
+
+
+#: Relative ridge values searched by ``ridge='gcv'``: from the default up, so GCV never smooths less
+#: than the default (on nearly consistent data GCV can undersmooth badly: on the 4-D Grid World with
+#: N = 5 it picked 1e-12 when allowed to; see docs/benchmarks.md).
+GCV_GRID = 10.0 ** np.arange(np.log10(DEFAULT_RIDGE), 0.25, 0.5)
+
+
+def gcv_ridge(A, P, m, b, hh, n_rows, ratio):
+    r"""Relative ridge minimising generalized cross-validation (Golub, Heath and Wahba, 1979).
+
+    For the Tikhonov problem ``min ||X theta + h||^2 + lambda theta^T P theta`` with normal
+    matrix ``A = X^T X``, ``b = X^T h`` and ``hh = h^T h``:
+
+    .. math::
+        \mathrm{GCV}(\lambda) = \frac{n\,\mathrm{RSS}(\lambda)}{(n - \mathrm{tr}\,H_\lambda)^2},\qquad
+        \mathrm{tr}\,H_\lambda = \sum_i \frac{\sigma_i}{\sigma_i + \lambda},
+
+    with ``sigma_i`` the generalized eigenvalues of ``(A, P + c m m^T)`` (the rank-one term makes
+    the pencil definite; it acts only on the constant mode, which ``A`` ignores). One generalized
+    eigendecomposition (``O(n_coef^3)``) gives the score for every ``lambda = ridge * ratio``,
+    ``ridge`` in :data:`GCV_GRID`.
+
+    Returns
+    -------
+    ridge : float
+        The minimiser on the grid.
+    table : dict
+        ``ridge``, ``score`` and ``dof`` (effective number of parameters) per grid value.
+    """
+    B = P + (np.trace(P) / m.size) * np.outer(m, m)
+    sig, V = scipy.linalg.eigh(A, B, check_finite=False)
+    sig = np.clip(sig, 0.0, None)
+    c = V.T @ b
+    d = sig[None, :] + (GCV_GRID * ratio)[:, None]
+    rss = np.maximum(hh - 2 * np.sum(c**2 / d, axis=1) + np.sum(c**2 * sig / d**2, axis=1), 0.0)
+    dof = np.sum(sig / d, axis=1)
+    with np.errstate(divide="ignore"):
+        score = np.where(n_rows > dof, n_rows * rss / np.maximum(n_rows - dof, 0.0) ** 2, np.inf)
+    k = int(np.argmin(score))
+    return float(GCV_GRID[k]), {"ridge": GCV_GRID.copy(), "score": score, "dof": dof}
+
+
+def _check_beta(gamma: float, identifiability: float) -> None:
+    """An estimated ``1/beta`` must be positive; warn when the data hardly constrain it."""
+    if not gamma > 0:
+        raise FpirlInputError(
+            f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
+            "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
+        )
+    if identifiability < 1e-6:
+        warnings.warn(
+            "beta is poorly identified by these data (they may start near equilibrium); "
+            "consider fixing beta", RuntimeWarning, stacklevel=4,
+        )
+
+
+class PotentialEstimator(FittedPotentialMixin):
+    """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
+
+    Parameters
+    ----------
+    hermite_elements : int or tuple of int
+        Cubic Hermite elements per axis for psi (``n_h,i``, coarser than the FE grid).
+    beta : float, optional
+        Inverse temperature, when fixed (the paper's experiments).
+    estimate_beta : bool
+        Estimate ``1/beta`` jointly as one more linear unknown; it must come out positive.
+    ridge : float or 'gcv', optional
+        Relative Tikhonov weight on ``int |grad psi|^2`` (default :data:`DEFAULT_RIDGE`), or
+        ``'gcv'`` to choose it by generalized cross-validation (:func:`gcv_ridge`; one
+        generalized eigendecomposition of the normal matrix, ~15 s at 4,096 coefficients):
+        advisable for noisy data or grids with fewer nodes than coefficients.
+    time_scheme : {'midpoint', 'explicit'}
+        Midpoint (second order in dt, default) or the paper's literal explicit form.
+    quadrature_points : int
+        Gauss-Legendre points per cell and axis; 3 is exact.
+    normalize : bool
+        Scale every snapshot to unit mass before fitting (FP dynamics conserve mass).
+    progress : bool
+        Show a tqdm progress bar.
+    scheduler : None, 'local', 'tcp://HOST:PORT' or dask.distributed.Client
+        Assemble the normal equations as a map-reduce over snapshot chunks on Dask
+        (:func:`fpirl.distributed.accumulate_normal_equations`; same result to rounding).
+    solver : {'auto', 'assembled', 'matrix-free', 'interpolated-flux'}
+        ``'assembled'`` forms the normal matrix by sum factorisation (:mod:`fpirl.weakform.assembly`) and
+        solves it by Cholesky; ``'matrix-free'`` only applies it (:mod:`fpirl.weakform.matfree`) and solves
+        by preconditioned conjugate gradients, streaming over the snapshots (5-D);
+        ``'interpolated-flux'`` is the matrix-free path with the flux ``p grad psi`` interpolated
+        in the FE space (:mod:`fpirl.weakform.matfree_flux`: ``O(d)`` instead of ``3^d`` numbers per node,
+        for 6-D). ``'auto'`` (default) picks the assembled path unless its memory estimate
+        (:func:`assembled_bytes`) exceeds :data:`ASSEMBLED_MEMORY_LIMIT` (or the data stream), then
+        the exact matrix-free path unless its band (:func:`band_bytes`) exceeds
+        :data:`BAND_MEMORY_LIMIT`, then the interpolated flux.
+    cg_tol : float or None
+        Relative residual at which the matrix-free CG solves stop; None (default): :data:`CG_TOL`
+        of the path (1e-10 exact, 1e-6 interpolated flux).
+
+    Attributes
+    ----------
+    coef_ : ndarray, shape ``hermite_.shape``
+        Hermite coefficients of the zero-mean potential.
+    beta_ : float
+        Inverse temperature (given or estimated).
+    hermite_ : HermiteSpace
+    grid_ : Grid
+    penalty_ : float
+        The absolute Tikhonov weight ``lambda = ridge * tr(A) / tr(P)`` used (``ridge`` is relative).
+    normal_equations_ : NormalEquations or None
+        The assembled sufficient statistics ``X^T X``, ``X^T g``, ``X^T c``, ``g.g``, ``g.c``, ``c.c``
+        and the row count (:class:`fpirl.weakform.assembly.NormalEquations`), e.g. to refit with another ridge
+        (``fit(..., normal_equations=...)``) or for the posterior of :mod:`fpirl.uncertainty`; None
+        on the matrix-free path.
+    gcv_ : dict or None
+        With ``ridge='gcv'``: the searched relative ridges, their GCV scores and effective dofs.
+    residual_ : float
+        Relative residual ``||R|| / ||g + c / beta||`` of the fit.
+    beta_identifiability_ : float or None
+        With ``estimate_beta``: Schur complement of ``1/beta`` relative to ``c.c``; near 0 means the
+        data hardly constrain beta (e.g. data at equilibrium).
+    solver_ : str
+        The path used, ``'assembled'``, ``'matrix-free'`` or ``'interpolated-flux'``.
+    cg_info_ : dict or None
+        Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``
+        (``matvecs``) and the wall time of the solve (``seconds``).
+    settings_ : dict
+    """
+
+    def __init__(
+        self,
+        hermite_elements=4,
+        beta=None,
+        estimate_beta=False,
+        ridge=None,
+        time_scheme="midpoint",
+        quadrature_points=3,
+        normalize=True,
+        progress=False,
+        solver="auto",
+        cg_tol=None,
+        scheduler=None,
+    ):
+        self.hermite_elements = hermite_elements
+        self.beta = beta
+        self.estimate_beta = estimate_beta
+        self.ridge = ridge
+        self.time_scheme = time_scheme
+        self.quadrature_points = quadrature_points
+        self.normalize = normalize
+        self.progress = progress
+        self.scheduler = scheduler
+        self.solver = solver
+        self.cg_tol = cg_tol
+
+    # ------------------------------------------------------------------------------------
+    def _check_params(self, grid: Grid) -> dict:
+        """Every parameter checked before any work (one-line :class:`FpirlInputError` each).
+
+        Returns the validated ``beta`` (None when estimated), ``ridge`` (a number or ``'gcv'``) and
+        ``elements`` (one per axis of ``grid``).
+        """
+        if self.estimate_beta and self.beta is not None:
+            raise FpirlInputError("give either a fixed beta or estimate_beta=True, not both")
+        beta = None
+        if not self.estimate_beta:
+            if self.beta is None:
+                raise FpirlInputError("beta is required (or set estimate_beta=True)")
+            beta = _positive_number(self.beta, "beta")
+        if isinstance(self.ridge, str):
+            if self.ridge != "gcv":
+                raise FpirlInputError(f"ridge must be a non-negative number or 'gcv', got {self.ridge!r}")
+            ridge = "gcv"
+        else:
+            ridge = DEFAULT_RIDGE if self.ridge is None else _number(self.ridge, "ridge")
+            if not ridge >= 0:
+                raise FpirlInputError(f"ridge must be non-negative, got {self.ridge}")
+        try:
+            elements = np.broadcast_to(np.asarray(self.hermite_elements), (grid.ndim,))
+            whole = elements.dtype.kind in "iu" or (elements.dtype.kind == "f" and np.all(elements == np.round(elements)))
+        except (TypeError, ValueError):
+            whole = False
+        if not whole or np.any(elements < (2 if grid.periodic else 1)):
+            raise FpirlInputError(
+                f"hermite_elements must be one integer or one per axis ({grid.ndim}: {', '.join(grid.names)}), "
+                f"each >= {2 if grid.periodic else 1}, got {self.hermite_elements!r}")
+        if self.time_scheme not in TIME_SCHEMES:
+            raise FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {self.time_scheme!r}")
+        if not (isinstance(self.quadrature_points, (int, np.integer)) and 1 <= self.quadrature_points <= 10):
+            raise FpirlInputError(f"quadrature_points must be an integer 1..10, got {self.quadrature_points!r}")
+        if self.solver not in SOLVERS:
+            raise FpirlInputError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
+        if self.cg_tol is not None:
+            _positive_number(self.cg_tol, "cg_tol")
+        return {"beta": beta, "ridge": ridge, "elements": tuple(int(e) for e in elements)}
+
+    def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
+        """Fit psi (and beta) to density snapshots.
+
+        Parameters
+        ----------
+        snapshots : DensitySnapshots or fpirl.weakform.matfree.StreamingSnapshots
+            Streamed snapshots (read chunk by chunk) take the matrix-free path.
+        normal_equations : NormalEquations, optional
+            Re-use an assembled system (e.g. when sweeping ``ridge``); must come from the same data.
+        """
+        streaming = isinstance(snapshots, matfree.StreamingSnapshots)
+        if not (isinstance(snapshots, DensitySnapshots) or streaming):
+            raise FpirlInputError("fit expects DensitySnapshots (or StreamingSnapshots)")
+        grid = snapshots.grid
+        params = self._check_params(grid)
+        ridge = params["ridge"]
+        hermite = HermiteSpace.on_grid(grid, params["elements"])
+        if grid.size < hermite.n_coef:
+            warnings.warn(
+                f"the FE grid has {grid.size} nodes but psi has {hermite.n_coef} Hermite coefficients: "
+                "psi is underdetermined and shaped by the ridge; refine the grid or use fewer Hermite elements",
+                RuntimeWarning, stacklevel=2,
+            )
+        solver = self.solver
+        if solver == "auto":
+            big = assembled_bytes(grid, hermite) > ASSEMBLED_MEMORY_LIMIT
+            solver = "matrix-free" if (streaming or big) and normal_equations is None else "assembled"
+            if solver == "matrix-free" and band_bytes(grid) > BAND_MEMORY_LIMIT:
+                solver = "interpolated-flux"
+        if solver in MATRIX_FREE:
+            if normal_equations is not None:
+                raise FpirlInputError("normal_equations can only be re-used by the assembled solver")
+            if ridge == "gcv":
+                raise FpirlInputError("ridge='gcv' needs the assembled normal matrix; use solver='assembled' "
+                                      "or a numeric ridge")
+            return self._fit_matrix_free(snapshots, hermite, ridge, params["beta"], solver)
+        if streaming:
+            raise FpirlInputError("streamed snapshots need solver='matrix-free' (or 'auto')")
+        if self.normalize:
+            snapshots = snapshots.normalized()
+        ne = normal_equations
+        if ne is None and self.scheduler is not None:
+            from ..distributed import accumulate_normal_equations
+
+            ne = accumulate_normal_equations(snapshots, hermite, scheduler=self.scheduler, time_scheme=self.time_scheme,
+                                             quadrature_points=self.quadrature_points, progress=self.progress)
+        if ne is None:
+            ne = assemble_normal_equations(
+                snapshots, hermite, time_scheme=self.time_scheme,
+                quadrature_points=self.quadrature_points, progress=self.progress,
+            )
+        A = ne.xtx
+        scale = np.trace(A) / A.shape[0]
+        if not scale > 0:
+            raise FpirlInputError("the data carry no information on psi (all-zero density?)")
+        P = hermite.h1_seminorm_matrix()
+        m = hermite.mean_functional().ravel()
+        ratio = np.trace(A) / np.trace(P)
+
+        def solve(lam):
+            """``theta, gamma, schur``; one Cholesky factorisation of ``M = A + lam P + scale m m^T``
+            serves both right-hand sides of the bordered system (Schur complement for ``1/beta``)."""
+            M = P * lam
+            M += A
+            M += scale * np.outer(m, m)
+            if not self.estimate_beta:
+                gamma = 1.0 / params["beta"]
+                return solve_spd(M, -(ne.xtg + gamma * ne.xtc)), gamma, None
+            y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
+            schur = ne.cc - float(ne.xtc @ y2)
+            gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")
+            return -(y1 + gamma * y2), float(gamma), schur
+
+        gcv = None
+        if ridge == "gcv":
+            # with beta estimated, 1/beta is held at its default-ridge estimate while choosing the ridge
+            gamma0 = solve(DEFAULT_RIDGE * ratio)[1] if self.estimate_beta else 1.0 / params["beta"]
+            hh0 = ne.gg + 2 * gamma0 * ne.gc + gamma0**2 * ne.cc
+            ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
+        lam = ridge * ratio
+        theta, gamma, schur = solve(lam)
+        identifiability = None
+        if self.estimate_beta:
+            identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
+            _check_beta(gamma, identifiability)
+        coef = hermite.remove_mean(theta)
+        b = ne.xtg + gamma * ne.xtc
+        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        flat = coef.ravel()
+        r2 = max(flat @ A @ flat + 2 * flat @ b + hh, 0.0)
+        # learned attributes only now, after every check passed
+        self.gcv_ = gcv
+        self.beta_identifiability_ = identifiability
+        self.coef_ = coef
+        self.beta_ = 1.0 / gamma
+        self.hermite_ = hermite
+        self.grid_ = grid
+        self.penalty_ = float(lam)
+        self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
+        self.normal_equations_ = ne
+        self.solver_ = "assembled"
+        self.cg_info_ = None
+        self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled")
+        return self
+
+    def _settings(self, hermite, grid, ridge, selection, lam, solver, **more) -> dict:
+        """``settings_``: the solver settings written into the result (attrs ``solver_<key>``)."""
+        return {
+            "estimator": "density",
+            "hermite_elements": ",".join(map(str, hermite.elements)),
+            "fe_elements": ",".join(map(str, grid.elements)),
+            "ridge_relative": float(ridge),
+            "ridge_selection": selection,
+            "ridge_absolute": float(lam),
+            "time_scheme": self.time_scheme,
+            "quadrature_points": int(self.quadrature_points),
+            "beta_estimated": int(bool(self.estimate_beta)),
+            "normalize": int(bool(self.normalize)),
+            "solver": solver,
+            **more,
+            "fpirl_version": _version,
+        }
+
+    def _fit_matrix_free(self, snapshots, hermite, ridge, beta, solver="matrix-free"):
+        """The matrix-free paths (:func:`fpirl.weakform.matfree.solve_regression`); same outputs as :meth:`fit`."""
+        source = snapshots if isinstance(snapshots, matfree.StreamingSnapshots) else \
+            matfree.StreamingSnapshots.from_snapshots(snapshots)
+        if self.normalize:
+            source = source.normalize()
+        if solver == "interpolated-flux":
+            from ..weakform.matfree_flux import FluxOperator as operator
+        else:
+            operator = matfree.NormalOperator
+        op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
+        gamma = None if beta is None else 1.0 / beta
+        tol = CG_TOL[solver] if self.cg_tol is None else self.cg_tol
+        start = time.perf_counter()
+        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
+                                                              progress=self.progress)
+        info["seconds"] = time.perf_counter() - start
+        ne = op.rhs
+        identifiability = None
+        if self.estimate_beta:
+            identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
+            _check_beta(gamma, identifiability)
+        coef = hermite.remove_mean(theta)
+        b = ne.xtg + gamma * ne.xtc
+        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        flat = coef.ravel()
+        r2 = max(flat @ op.matvec(flat) + 2 * flat @ b + hh, 0.0)
+        self.beta_identifiability_ = identifiability
+        self.coef_, self.beta_, self.hermite_, self.grid_ = coef, 1.0 / gamma, hermite, source.grid
+        self.penalty_ = float(lam)
+        self.gcv_ = None
+        self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
+        self.normal_equations_ = None
+        self.solver_ = solver
+        self.cg_info_ = info
+        self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
+                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol))
+        return self

@@ -1,0 +1,200 @@
+"""Recover the MDP (Q-function, policy, transition, reward) from a Fokker-Planck potential.
+
+Paper section 3 (docs/method.md, "From the potential to the MDP"). With ``x = (s, a)`` the joint state-action variable and
+``psi`` the potential of the Fokker-Planck PDE on a :class:`~fpirl.core.grid.Grid`:
+
+* ``Q(s, a) = -psi(s, a)`` (Value-Potential Equivalence, eq. ``conjecture_equivalence``);
+* ``pi(a|s) = exp(beta Q(s,a)) / int_A exp(beta Q(s,a')) da'`` (eq. ``boltzmann_policy``);
+* ``T(s'|s,a)`` Gaussian in ``s'`` with mean ``s - grad_s psi(s,a) dt`` and covariance
+  ``(2 dt / beta) I`` (eq. ``gaussian_transition`` marginalised over ``a'``, eq. ``mdp_transition``);
+* ``R(s,a) = Q(s,a) - gamma E_{s'~T(.|s,a), a'~pi(.|s')} Q(s',a')`` (eq. ``inverse_bellman``).
+
+Everything acts on NODAL arrays of shape ``grid.shape``; functions of the state only have the
+shape of the state axes (``state_shape(grid)``, in the order of ``grid.state_axes``). Integrals
+use the grid's own trapezoid quadrature (:meth:`Grid.integrate`), also over the actions.
+
+The transition kernel is separable (a product of 1-D Gaussians, one per state axis), so it is
+stored as one factor matrix of shape ``(n_sources, n_nodes_axis)`` per state axis, where
+``n_sources = grid.size`` enumerates all joint nodes ``(s, a)`` in C order. No dense
+``(n_s n_a) x n_s`` matrix is formed except by :meth:`GaussianTransition.dense` (tests only).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core._errors import FpirlInputError
+from ..core.grid import Grid
+from ..core.validation import _check_gamma, _expand_state, _nodal, _positive, _require_axes, state_marginal, state_shape
+from .transition import GaussianTransition
+
+#: Default discount factor. The paper only requires ``gamma in [0, 1)`` and states no value.
+DEFAULT_GAMMA = 0.99
+
+
+__all__ = [
+    "DEFAULT_GAMMA",
+    "GaussianTransition",
+    "MDP",
+    "boltzmann_policy",
+    "inverse_bellman_reward",
+    "recover_mdp",
+    "state_marginal",
+    "state_shape",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# policy
+# --------------------------------------------------------------------------------------------
+def boltzmann_policy(grid: Grid, psi, beta: float) -> np.ndarray:
+    r"""Boltzmann policy of the potential on the grid nodes (eq. ``boltzmann_policy``).
+
+    .. math::
+
+        \pi(a|s) = \frac{\exp(\beta Q(s,a))}{\int_A \exp(\beta Q(s,a'))\,da'},
+        \qquad Q = -\psi,
+
+    evaluated with a log-sum-exp shift (the per-state maximum of ``beta Q`` over the actions), so
+    it is stable for arbitrarily large ``beta * psi``. The action integral is the grid's
+    trapezoid quadrature over ``grid.action_axes``; hence ``grid.integrate(pi, action_axes) == 1``
+    for every state node, to round-off.
+
+    Parameters
+    ----------
+    grid : Grid
+        Joint grid with at least one state and one action axis.
+    psi : array_like, shape grid.shape
+        Potential at the nodes.
+    beta : float
+        Inverse temperature, > 0.
+
+    Returns
+    -------
+    ndarray, shape grid.shape
+        ``pi(a|s)``, a density in ``a`` for every state node.
+    """
+    _require_axes(grid)
+    psi = _nodal(grid, psi, "psi")
+    beta = _positive(beta, "beta")
+    acts = grid.action_axes
+    logits = -beta * psi
+    shift = logits.max(axis=acts, keepdims=True)
+    unnorm = np.exp(logits - shift)  # in (0, 1], equal to 1 at the arg-max: Z > 0 always
+    z = grid.integrate(unnorm, axes=acts)
+    return unnorm / _expand_state(grid, z)
+
+
+# --------------------------------------------------------------------------------------------
+# reward and container
+# --------------------------------------------------------------------------------------------
+def inverse_bellman_reward(q, policy, transition: GaussianTransition, grid: Grid, gamma: float = DEFAULT_GAMMA):
+    r"""Reward from the inverse Bellman equation (eq. ``inverse_bellman``).
+
+    .. math::
+
+        R(s,a) = Q(s,a) - \gamma\, E_{s'\sim T(\cdot|s,a),\, a'\sim\pi(\cdot|s')}\big[Q(s',a')\big],
+
+    i.e. ``r = (I - gamma T_MP) q`` on the nodes, computed without a matrix as
+    ``V(s') = int_A pi(a'|s') Q(s',a') da'`` (grid quadrature) followed by
+    ``R = Q - gamma * transition.expect(V)``.
+
+    Parameters
+    ----------
+    q : array_like, shape grid.shape
+        Q-function at the nodes (``-psi`` under the Value-Potential Equivalence).
+    policy : array_like, shape grid.shape
+        ``pi(a|s)`` at the nodes (normalised over the action axes).
+    transition : GaussianTransition
+    grid : Grid
+    gamma : float, default 0.99
+        Discount factor in ``[0, 1)`` (the paper fixes no value).
+
+    Returns
+    -------
+    ndarray, shape grid.shape
+    """
+    q = _nodal(grid, q, "q")
+    policy = _nodal(grid, policy, "policy")
+    gamma = _check_gamma(gamma)
+    if transition.grid != grid:
+        raise FpirlInputError("transition was built on a different grid")
+    value = grid.integrate(policy * q, axes=grid.action_axes)
+    return q - gamma * transition.expect(value)
+
+
+@dataclass
+class MDP:
+    """The MDP recovered from a potential (paper section 3).
+
+    Attributes
+    ----------
+    grid : Grid
+    beta, dt, gamma : float
+    q_value : ndarray, shape grid.shape
+        ``Q = -psi``.
+    policy : ndarray, shape grid.shape
+        Boltzmann policy ``pi(a|s)``.
+    transition : GaussianTransition
+        ``T(s'|s,a)``.
+    reward : ndarray, shape grid.shape
+        ``R`` from the inverse Bellman equation.
+    """
+
+    grid: Grid
+    beta: float
+    dt: float
+    gamma: float
+    q_value: np.ndarray
+    policy: np.ndarray
+    transition: GaussianTransition
+    reward: np.ndarray
+
+
+def recover_mdp(
+    grid: Grid,
+    psi,
+    grad_s_psi,
+    beta: float,
+    dt: float,
+    gamma: float = DEFAULT_GAMMA,
+    discretization: str = "moment",
+) -> MDP:
+    """Q-function, policy, transition and reward of a potential (paper section 3).
+
+    ``Q = -psi`` (eq. ``conjecture_equivalence``), ``pi`` by eq. ``boltzmann_policy``
+    (:func:`boltzmann_policy`), ``T`` by eqs. ``gaussian_transition`` / ``mdp_transition``
+    (:class:`GaussianTransition`) and ``R`` by eq. ``inverse_bellman``
+    (:func:`inverse_bellman_reward`).
+
+    Parameters
+    ----------
+    grid : Grid
+    psi : array_like, shape grid.shape
+    grad_s_psi : array_like, shape (len(grid.state_axes), *grid.shape)
+    beta, dt : float
+        Inverse temperature and MDP time step, both > 0.
+    gamma : float, default 0.99
+        Discount factor in ``[0, 1)``.
+    discretization : {'moment', 'nodal', 'projection'}
+        Transition discretisation, see :class:`GaussianTransition` (default 'moment': mean and
+        variance exact at every sigma / h).
+
+    Returns
+    -------
+    MDP
+    """
+    gamma = _check_gamma(gamma)
+    psi = _nodal(grid, psi, "psi")
+    q = -psi
+    policy = boltzmann_policy(grid, psi, beta)
+    with warnings.catch_warnings():  # the accuracy warning points at the caller of recover_mdp
+        warnings.simplefilter("ignore", RuntimeWarning)
+        transition = GaussianTransition(grid, grad_s_psi, beta, dt, discretization=discretization)
+    transition.warn_if_poor(stacklevel=3)
+    reward = inverse_bellman_reward(q, policy, transition, grid, gamma)
+    return MDP(grid, float(beta), float(dt), gamma, q, policy, transition, reward)

@@ -1,0 +1,428 @@
+"""The MDP state transition ``T(s'|s,a)`` (paper eqs. gaussian_transition, mdp_transition).
+
+A Gaussian in ``s'`` with mean ``s - grad_s psi(s,a) dt`` and covariance ``(2 dt / beta) I``,
+wrapped on periodic axes and reflected at walls. The kernel is separable (a product of 1-D
+Gaussians, one per state axis), so it is stored as one factor matrix of shape
+``(n_sources, n_nodes_axis)`` per state axis, where ``n_sources = grid.size`` enumerates all joint
+nodes ``(s, a)`` in C order. No dense ``(n_s n_a) x n_s`` matrix is formed except by
+:meth:`GaussianTransition.dense` (tests only).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy.special import ndtr
+
+from ..core._errors import FpirlInputError
+from ..core.grid import Axis, Grid
+from ..core.validation import _nodal, _positive, _require_axes, _state_weights, state_shape
+
+_DISCRETIZATIONS = ("moment", "nodal", "projection")
+#: below these sigma / h the approximate kernels' moments are off by more than ~1% (warned about)
+_POOR_BELOW = {"nodal": 0.7, "projection": 4.0}
+_BLOCK_ELEMENTS = 1 << 22  # ~32 MB of float64 per temporary block
+
+# --------------------------------------------------------------------------------------------
+# transition
+# --------------------------------------------------------------------------------------------
+def _ramp_mean(m: np.ndarray, sigma: float) -> np.ndarray:
+    """``E[max(Y, 0)]`` for ``Y ~ N(m, sigma^2)``."""
+    z = m / sigma
+    return m * ndtr(z) + sigma * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+
+
+def _wrap(d: np.ndarray, period: float) -> np.ndarray:
+    """Map differences into ``[-period/2, period/2)``."""
+    return d - period * np.floor(d / period + 0.5)
+
+
+def _n_images(extent: float, period: float) -> int:
+    """Periodic images on each side so that every neglected image lies > ``extent`` away."""
+    return max(0, int(np.ceil(extent / period - 0.5)))
+
+
+def _nodal_kernel(diffs, period: float, sigma: float) -> np.ndarray:
+    """Sum over images of ``exp(-(d + n period)^2 / (2 sigma^2))`` for every ``d`` in ``diffs``.
+
+    ``diffs`` is a list of arrays ``(n_rows, n_nodes)`` (one per mirror source). The result is
+    scaled by a per-row constant (a log-sum-exp shift), which the later normalisation removes.
+    """
+    if sigma < 0.5 * period:
+        n = np.arange(-_n_images(9.0 * sigma, period), _n_images(9.0 * sigma, period) + 1) * period
+        expo = np.concatenate([-((_wrap(d, period)[..., None] + n) ** 2) for d in diffs], axis=-1)
+        expo /= 2.0 * sigma * sigma
+        expo -= expo.max(axis=(1, 2), keepdims=True)
+        return np.exp(expo).sum(axis=-1)
+    # Wide kernel: the Fourier (theta-function) series converges in a handful of terms.
+    k = np.arange(1, 64)
+    amp = np.exp(-2.0 * (np.pi * sigma * k / period) ** 2)
+    k, amp = k[amp > 1e-18], amp[amp > 1e-18]
+    out = np.zeros(diffs[0].shape)
+    for d in diffs:
+        out += 1.0 + 2.0 * np.cos((2.0 * np.pi / period) * d[..., None] * k) @ amp
+    return out
+
+
+def _projected_kernel(diffs, period: float, sigma, h: float) -> np.ndarray:
+    """Sum over images of ``E[hat((X - x_j)/h)]`` for ``X ~ N(mu, sigma^2)``, ``d = x_j - mu``.
+
+    Uses ``(h - |D|)_+ = R(D + h) - 2 R(D) + R(D - h)`` with the ramp ``R`` and the closed form of
+    ``E[R(Y)]`` for a Gaussian ``Y``. ``sigma`` is a scalar or one value per row. The nodes and
+    their periodic images lie on one lattice of spacing ``h`` (``period`` is a multiple of ``h``),
+    and ``D +- h`` are the neighbouring lattice points, so ``R`` is evaluated once per lattice point
+    within reach of the mean (not three times per node and image) and the second differences are
+    folded back onto the nodes (lattice index modulo ``period / h``).
+    """
+    sigma = np.asarray(sigma, dtype=float)
+    sig = sigma.reshape(-1, 1) if sigma.ndim else sigma
+    n_nodes = diffs[0].shape[1]
+    per = int(round(period / h))  # lattice points per period
+    reach = int(np.ceil((9.0 * float(np.max(sigma)) + h) / h)) + 1
+    width = per * int(np.ceil((2 * reach + 1) / per))  # lattice window, a whole number of periods
+    steps = np.arange(-1, width + 1) - reach  # window plus one neighbour on each side
+    out = np.zeros(diffs[0].shape)
+    for d in diffs:
+        d0 = d[:, 0]  # x_0 - mu; the lattice is d0 + k h, node j <-> k = j mod per
+        k0 = np.rint(-d0 / h).astype(np.int64)  # lattice point nearest the mean
+        ramp = _ramp_mean(-((d0 + k0 * h)[:, None] + steps * h), sig)
+        val = np.maximum(ramp[:, :-2] - 2.0 * ramp[:, 1:-1] + ramp[:, 2:], 0.0) / h  # at k0 - reach + t
+        folded = val.reshape(val.shape[0], -1, per).sum(axis=1)  # [r, t] <-> k = k0 - reach + t (mod per)
+        idx = (np.arange(per)[None, :] - (k0 - reach)[:, None]) % per
+        out += np.take_along_axis(folded, idx, axis=1)[:, :n_nodes]
+    return out
+
+
+def _projection_variance(theta: np.ndarray, tau2: np.ndarray, h: float) -> np.ndarray:
+    """Nodal variance ``sum_j h K_j (x_j - mu)^2`` of the projection kernel of ``N(mu, tau2)`` on an
+    unbounded grid of spacing ``h``, ``mu = theta h`` (``theta`` in ``[0, 1]``)."""
+    tau = np.sqrt(np.maximum(tau2, (1e-9 * h) ** 2))
+    reach = int(np.ceil(9.0 * float(np.max(tau)) / h)) + 2
+    x = h * np.arange(-reach, reach + 2)
+    mu = (theta * h)[..., None]
+    m = mu - x  # mean of X - x_j
+    sig = tau[..., None]
+    val = _ramp_mean(m + h, sig) - 2.0 * _ramp_mean(m, sig) + _ramp_mean(m - h, sig)
+    return np.sum(np.maximum(val, 0.0) * (x - mu) ** 2, axis=-1) / h
+
+
+def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) -> np.ndarray:
+    """Variance ``tau^2`` whose projection kernel has nodal variance ``sigma^2`` at cell position ``theta``.
+
+    The nodal variance of the projection of ``N(mu, tau^2)`` is ``tau^2 + E[(X - x_l)(x_r - X)]``
+    (the hats interpolate ``x^2`` from above): it grows monotonically from ``h^2 theta (1 - theta)``
+    (two-node kernel, the least variance any non-negative nodal kernel with mean ``mu`` can have)
+    at ``tau = 0``. ``tau^2`` is solved by bisection on a table of ``theta in [0, 1/2]`` (the
+    problem is symmetric) and interpolated; where ``sigma^2 < h^2 theta (1 - theta)`` it is 0.
+    257 table points keep the kernel's variance within 1e-5 relative of its target (2,049: 1e-7, at
+    eight times the cost; the default kernel is rebuilt for every posterior draw of the bands).
+    """
+    if sigma * sigma - h * h / 6.0 >= 4.0 * h * h:
+        # tau >= 2 h: E[(X - x_l)(x_r - X)] = h^2/6 up to (h^2/pi^2) exp(-2 pi^2 tau^2/h^2) < 1e-34 h^2
+        return np.full(np.shape(theta), sigma * sigma - h * h / 6.0)
+    grid = np.linspace(0.0, 0.5, table)
+    lo, hi = np.zeros(table), np.full(table, sigma * sigma)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        above = _projection_variance(grid, mid, h) > sigma * sigma
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+    tau2 = 0.5 * (lo + hi)
+    tau2[h * h * grid * (1.0 - grid) >= sigma * sigma] = 0.0
+    t = np.mod(theta, 1.0)
+    return np.interp(np.minimum(t, 1.0 - t), grid, tau2)
+
+
+def _outer_sum(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """``sum_r outer(left[r], right[r])`` for ``left (N, m)``, ``right (N, n)``.
+
+    Done as a batch of small GEMMs over groups of ``k`` rows plus a sum, instead of one
+    ``(m x N) @ (N x n)`` GEMM: multithreaded BLAS handles that tall-skinny shape badly (measured
+    60x slower on a 2-core machine shared with other processes), while small GEMMs run
+    single-threaded at full speed. Extra work: a sum of ``N m n / k`` numbers.
+    """
+    n_rows, m = left.shape
+    n = right.shape[1]
+    k = int(np.clip(131072 // max(1, m * n), 32, 512))
+    nb = n_rows // k
+    out = left[nb * k :].T @ right[nb * k :]
+    if nb:
+        step = max(1, _BLOCK_ELEMENTS // (m * n))  # batches per chunk: bounded temporary
+        for b in range(0, nb, step):
+            e = min(nb, b + step)
+            lb = left[b * k : e * k].reshape(e - b, k, m).transpose(0, 2, 1)
+            rb = right[b * k : e * k].reshape(e - b, k, n)
+            out += np.matmul(lb, rb).sum(axis=0)
+    return out
+
+
+def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str) -> np.ndarray:
+    """Normalised 1-D transition factor ``K[r, j] ~ N(x_j; mean_r, sigma^2)`` on one axis.
+
+    Periodic axes wrap the Gaussian (sum over periodic images); reflecting axes fold it at the
+    walls (method of images: a periodic sum of period ``2 L`` of the sources ``mu`` and ``-mu``
+    measured from the lower wall). Rows are scaled so that ``K @ axis.node_weights == 1``.
+    """
+    x = axis.nodes - axis.lower
+    mu = mean - axis.lower
+    w = axis.node_weights
+    h = axis.spacing
+    out = np.empty((mean.size, x.size))
+    period = axis.length if axis.periodic else 2.0 * axis.length
+    n_img = 2 * _n_images(9.0 * sigma + h, period) + 1
+    block = max(1, _BLOCK_ELEMENTS // (x.size * n_img * (1 if axis.periodic else 2)))
+    tau = None
+    if discretization == "moment":
+        tau = np.sqrt(_moment_tau2(mu / h, sigma, h))
+    for start in range(0, mean.size, block):
+        m = mu[start : start + block, None]
+        diffs = [x - m] if axis.periodic else [x - m, x + m]
+        if discretization == "nodal":
+            k = _nodal_kernel(diffs, period, sigma)
+        else:
+            width = sigma if tau is None else np.maximum(tau[start : start + block], 1e-9 * h)
+            k = _projected_kernel(diffs, period, width, h)
+            if not axis.periodic:  # the two mirror hats of a wall node are the same hat
+                k[:, [0, -1]] *= 0.5
+            k /= w
+        out[start : start + block] = k
+    # Entries below 1e-30 of their row's maximum cannot affect any sum; zeroing them keeps
+    # subnormal numbers (which slow BLAS down by orders of magnitude) out of the contractions.
+    out[out < 1e-30 * out.max(axis=1, keepdims=True)] = 0.0
+    out /= (out @ w)[:, None]
+    return out
+
+
+class GaussianTransition:
+    r"""Discretised MDP transition ``T(s'|s,a)`` of a Fokker-Planck potential.
+
+    Eq. ``gaussian_transition`` marginalised over ``a'`` (eq. ``mdp_transition``):
+
+    .. math::
+
+        T(s'|s,a) = \prod_{k=1}^{d_s} \mathcal{N}\big(s'_k;\; s_k - \partial_{s_k}\psi(s,a)\,\Delta t,
+        \; 2\Delta t/\beta\big),
+
+    wrapped (sum over periodic images) on periodic axes and folded at reflecting walls (method of
+    images), so no probability leaves the domain.
+
+    Discretisation of each 1-D factor (every factor is then normalised so that the grid quadrature
+    of ``T`` over ``s'`` is exactly 1, to round-off, for every source node ``(s, a)``:
+    ``sum_{s'} w(s') T(s'|s,a) = 1`` with ``w`` the trapezoid node weights). With
+    ``sigma = sqrt(2 dt / beta)``, node spacing ``h`` and the moments taken with the node weights:
+
+    * ``'moment'`` (default): the hat projection ``K_j = E[phi_j(X)] / w_j`` of a Gaussian
+      ``X ~ N(mu, tau^2)`` whose width ``tau <= sigma`` is chosen per source so that the kernel's
+      variance is exactly ``sigma^2`` (the hats interpolate ``x^2`` from above, adding
+      ``E[(X - x_l)(x_r - X)]``; ``tau`` comes from a monotone 1-D equation, see
+      :func:`_moment_tau2`). The mean is exact for any ``sigma`` (hats reproduce linear
+      functions), the variance exact wherever a non-negative kernel can have it: when
+      ``sigma^2 < h^2 theta (1 - theta)`` (``theta`` the source's position in its cell, possible
+      only for ``sigma < h/2``) no non-negative nodal kernel with mean ``mu`` is that narrow, and
+      the kernel is the two-node one of least variance ``h^2 theta (1 - theta)``. Measured
+      (test): mean within 1e-13 h and variance within 1e-5 relative of ``max(sigma^2,
+      h^2 theta (1 - theta))`` at ``sigma / h`` = 0.2, 0.5, 1, 2. Walls fold the Gaussian as
+      below (``tau`` from the interior rule);
+    * ``'nodal'`` (the paper's pointwise kernel): aliasing error ~ ``exp(-2 pi^2 sigma^2 / h^2)``;
+      mean off by 2e-2 h and variance by +-14% at ``sigma = h/2``, 4e-4 h and 0.2% at
+      ``sigma = 0.7 h``, negligible for ``sigma >= h``; at ``sigma = 0.3 h`` the kernel collapses
+      onto one node (mean off by 0.2 h);
+    * ``'projection'``: ``tau = sigma``: exact mean, variance ``sigma^2 + h^2/6``.
+
+    The two approximate kernels warn (RuntimeWarning) below ``sigma / h`` = 0.7 ('nodal') and 4
+    ('projection'), where their moments are off by more than about 1%.
+
+    Storage is separable: ``factors[k]`` has shape ``(grid.size, n_nodes of state axis k)``, rows
+    indexed by the joint source node ``(s, a)`` in C order of ``grid.shape``.
+
+    Parameters
+    ----------
+    grid : Grid
+        Joint state-action grid.
+    grad_s_psi : array_like, shape (len(grid.state_axes), *grid.shape)
+        ``d psi / d s_k`` at the nodes, one slice per state axis (in ``grid.state_axes`` order).
+    beta : float
+        Inverse temperature, > 0.
+    dt : float
+        Time step of the MDP, > 0.
+    discretization : {'moment', 'nodal', 'projection'}
+        See above (default 'moment').
+    """
+
+    def __init__(self, grid: Grid, grad_s_psi, beta: float, dt: float, discretization: str = "moment"):
+        _require_axes(grid)
+        ds = len(grid.state_axes)
+        grad = _nodal(grid, grad_s_psi, "grad_s_psi", lead=1)
+        if grad.shape[0] != ds:
+            raise FpirlInputError(f"grad_s_psi has {grad.shape[0]} components, expected {ds} (one per state axis)")
+        if discretization not in _DISCRETIZATIONS:
+            raise FpirlInputError(f"discretization must be one of {_DISCRETIZATIONS}, got {discretization!r}")
+        self.grid = grid
+        self.beta = _positive(beta, "beta")
+        self.dt = _positive(dt, "dt")
+        self.discretization = discretization
+        self.sigma = float(np.sqrt(2.0 * self.dt / self.beta))
+        self.warn_if_poor(stacklevel=3)
+        self.state_shape = state_shape(grid)
+        self.factors = []
+        for k, i in enumerate(grid.state_axes):
+            axis = grid.axes[i]
+            coord = axis.nodes.reshape([-1 if j == i else 1 for j in range(grid.ndim)])
+            mean = np.broadcast_to(coord - grad[k] * self.dt, grid.shape).ravel()
+            self.factors.append(_kernel_1d(axis, mean, self.sigma, discretization))
+        self._w_joint = grid.node_weights()
+        self._w_state = _state_weights(grid)
+
+    def warn_if_poor(self, stacklevel: int = 2) -> None:
+        """RuntimeWarning when an approximate kernel ('nodal', 'projection') is used below the
+        ``sigma / h`` where its mean or variance errs by more than about 1% (``_POOR_BELOW``)."""
+        if self.discretization not in _POOR_BELOW:
+            return
+        ratio = min(self.sigma / self.grid.axes[i].spacing for i in self.grid.state_axes)
+        if ratio < _POOR_BELOW[self.discretization]:
+            warnings.warn(
+                f"the {self.discretization!r} transition kernel is inaccurate at sigma / h = {ratio:.2g} "
+                f"(< {_POOR_BELOW[self.discretization]:g}: mean or variance off by more than ~1%); the default "
+                "'moment' kernel is exact there", RuntimeWarning, stacklevel=stacklevel + 1,
+            )
+
+    @property
+    def n_sources(self) -> int:
+        return self.grid.size
+
+    def _block(self, inner: int) -> int:
+        return max(1, _BLOCK_ELEMENTS // max(1, inner))
+
+    def push(self, p) -> np.ndarray:
+        r"""Next-state density of a state-action density (eqs. ``mdp_transition``, ``density_evolution``).
+
+        .. math:: \rho'(s') = \int_S\int_A p(s,a)\, T(s'|s,a)\, da\, ds
+
+        with the grid quadrature over ``(s, a)``. Mass is conserved to round-off:
+        ``int rho' ds' = int p ds da``.
+
+        Parameters
+        ----------
+        p : array_like, shape grid.shape
+
+        Returns
+        -------
+        ndarray, shape state_shape
+        """
+        p = _nodal(self.grid, p, "p")
+        c = (p * self._w_joint).ravel()
+        f = self.factors
+        if len(f) == 1:
+            return _outer_sum(c[:, None], f[0])[0]
+        inner = int(np.prod(self.state_shape[:-1]))
+        out = np.zeros((inner, self.state_shape[-1]))
+        block = self._block(inner)
+        for start in range(0, c.size, block):
+            sl = slice(start, start + block)
+            m = c[sl, None] * f[0][sl]
+            for fk in f[1:-1]:  # row-wise Kronecker (Khatri-Rao) product
+                m = (m[:, :, None] * fk[sl, None, :]).reshape(m.shape[0], -1)
+            out += _outer_sum(m, f[-1][sl])
+        return out.reshape(self.state_shape)
+
+    def expect(self, v) -> np.ndarray:
+        r"""Expectation of a state function under the transition, for every source node.
+
+        .. math:: (\mathcal{T} v)(s,a) = E_{s'\sim T(\cdot|s,a)}[v(s')] = \int_S T(s'|s,a)\, v(s')\, ds'
+
+        with the grid quadrature over ``s'``; ``expect(1) == 1`` to round-off.
+
+        Parameters
+        ----------
+        v : array_like, shape state_shape
+
+        Returns
+        -------
+        ndarray, shape grid.shape
+        """
+        v = _nodal(self.grid, v, "v", shape=self.state_shape)
+        vw = (v * self._w_state).reshape(-1, self.state_shape[-1])  # (inner, n_last)
+        f = self.factors
+        out = np.empty(self.n_sources)
+        block = self._block(vw.shape[0])
+        for start in range(0, out.size, block):
+            sl = slice(start, start + block)
+            acc = f[-1][sl] @ vw.T  # (rows, prod of the other state axes)
+            for fk in f[-2::-1]:
+                acc = np.einsum("rij,rj->ri", acc.reshape(acc.shape[0], -1, fk.shape[1]), fk[sl])
+            out[sl] = acc[:, 0]
+        return out.reshape(self.grid.shape)
+
+    def _by_state(self, values: np.ndarray) -> np.ndarray:
+        """Reorder an array of shape ``(*grid.shape, *tail)`` to ``(n_states, n_actions, *tail)``."""
+        g = self.grid
+        perm = list(g.state_axes) + list(g.action_axes) + list(range(g.ndim, values.ndim))
+        n_s = int(np.prod(self.state_shape))
+        return np.transpose(values, perm).reshape((n_s, g.size // n_s) + values.shape[g.ndim :])
+
+    def state_kernel(self, policy, max_entries: int = 1 << 25) -> np.ndarray:
+        r"""State-to-state transition under a policy (eqs. ``mdp_transition``, ``density_evolution``).
+
+        .. math:: T_\pi(s'|s) = \int_A \pi(a|s)\, T(s'|s,a)\, da
+
+        (grid quadrature over the actions). It is a dense ``n_s x n_s`` array (no action index),
+        meant for repeated pushes of densities of the form ``rho(s) pi(a|s)``:
+        ``push(rho * pi) == tensordot(w_s * rho, T_pi)``. Its grid quadrature over ``s'`` is 1.
+
+        Parameters
+        ----------
+        policy : array_like, shape grid.shape
+        max_entries : int
+            Refuse (FpirlInputError) if ``n_s^2`` exceeds this.
+
+        Returns
+        -------
+        ndarray, shape (*state_shape, *state_shape)
+        """
+        policy = _nodal(self.grid, policy, "policy")
+        n_s = int(np.prod(self.state_shape))
+        if n_s * n_s > max_entries:
+            raise FpirlInputError(f"state kernel would have {n_s * n_s} entries (> {max_entries})")
+        w_a = np.ones(())
+        for i in self.grid.action_axes:
+            w_a = np.multiply.outer(w_a, self.grid.axes[i].node_weights)
+        wpi = self._by_state(policy) * w_a.reshape(1, -1)  # (n_s, n_a): pi(a|s) w(a)
+        f = [self._by_state(fk.reshape(self.grid.shape + (-1,))) for fk in self.factors]  # (n_s, n_a, n_k)
+        if len(f) == 1:
+            out = np.matmul(wpi[:, None, :], f[0])[:, 0, :]
+        else:
+            inner = int(np.prod(self.state_shape[:-1]))
+            out = np.empty((n_s, inner, self.state_shape[-1]))
+            block = max(1, _BLOCK_ELEMENTS // (f[0].shape[1] * inner))
+            for start in range(0, n_s, block):
+                sl = slice(start, start + block)
+                m = wpi[sl, :, None] * f[0][sl]
+                for fk in f[1:-1]:
+                    m = (m[..., None] * fk[sl, :, None, :]).reshape(m.shape[:2] + (-1,))
+                out[sl] = np.matmul(m.transpose(0, 2, 1), f[-1][sl])
+        return out.reshape(self.state_shape + self.state_shape)
+
+    def dense(self, max_entries: int = 4_000_000) -> np.ndarray:
+        """Dense kernel values ``T(s'|s,a)``, shape ``(*grid.shape, *state_shape)`` (tiny grids only).
+
+        Raises
+        ------
+        FpirlInputError
+            If the result would exceed ``max_entries`` entries.
+        """
+        n_out = int(np.prod(self.state_shape))
+        if self.n_sources * n_out > max_entries:
+            raise FpirlInputError(
+                f"dense transition would have {self.n_sources * n_out} entries (> {max_entries}); use push/expect"
+            )
+        t = self.factors[0]
+        for fk in self.factors[1:]:
+            t = (t[:, :, None] * fk[:, None, :]).reshape(t.shape[0], -1)
+        return t.reshape(self.grid.shape + self.state_shape)
+
+    def __repr__(self):
+        return (
+            f"GaussianTransition(dt={self.dt:g}, beta={self.beta:g}, sigma={self.sigma:.3g}, "
+            f"{self.discretization}, {self.grid!r})"
+        )

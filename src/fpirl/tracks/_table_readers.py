@@ -1,0 +1,252 @@
+"""Column readers for trajectory tables (CSV, Parquet): only the needed columns, streamed in blocks.
+
+Every reader returns a :class:`_Columns`: the track column as dense integer codes (first-seen
+order) plus the distinct track ids, and each numeric column as a float64 array (missing values
+are NaN). Rows are counted from 1 after the header in every message (a CSV row ``r`` is on line
+``r + 1`` of the file). Nothing here interprets the values (see :mod:`fpirl.tracks.reading`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..core._errors import FpirlInputError
+
+#: rows per block when streaming a table
+BLOCK_ROWS = 1 << 20
+CSV_SUFFIXES = (".csv",)
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass
+class _Columns:
+    codes: np.ndarray  # int64 (n,), dense track codes 0..n_tracks-1 in first-seen order
+    track_ids: np.ndarray  # (n_tracks,), original ids
+    numeric: dict  # column name -> float64 (n,)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.codes.size)
+
+
+def _have_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.csv  # noqa: F401
+    except ImportError:  # pragma: no cover - the test extra installs pyarrow
+        return False
+    return True
+
+
+def _missing_columns(path: Path, available, needed) -> None:
+    available = [str(c) for c in available]
+    missing = [c for c in needed if c not in available]
+    if missing:
+        which = ", ".join(repr(c) for c in missing)
+        raise FpirlInputError(
+            f"{str(path)!r} has no column {which} (available columns: {', '.join(available) or 'none'})"
+        )
+
+
+class _TrackCoder:
+    """Dense integer codes for track ids, accumulated over blocks (first-seen order)."""
+
+    def __init__(self):
+        self.index: dict = {}
+        self.ids: list = []
+
+    def codes(self, values: np.ndarray, row0: int, column: str) -> np.ndarray:
+        local, uniques = pd.factorize(values, use_na_sentinel=True)
+        if np.any(local < 0):
+            row = row0 + int(np.flatnonzero(local < 0)[0]) + 1
+            raise FpirlInputError(f"column {column!r} (track) has a missing value at row {row}")
+        return self._lookup(uniques.tolist())[local]
+
+    def _lookup(self, uniques: list) -> np.ndarray:
+        """Global codes of a block's distinct track ids (new ids get the next code; a handful per block)."""
+        lookup = np.empty(len(uniques), dtype=np.int64)
+        for j, u in enumerate(uniques):
+            code = self.index.get(u)
+            if code is None:
+                code = self.index[u] = len(self.ids)
+                self.ids.append(u)
+            lookup[j] = code
+        return lookup
+
+    def codes_arrow(self, array, row0: int, column: str) -> np.ndarray:
+        """Same as :meth:`codes` for a pyarrow array, hashed in C++ (no Python strings per row)."""
+        import pyarrow as pa
+
+        if pa.types.is_dictionary(array.type):
+            array = array.cast(array.type.value_type)
+        encoded = array.dictionary_encode()
+        if encoded.null_count:
+            row = row0 + int(np.flatnonzero(encoded.is_null().to_numpy(zero_copy_only=False))[0]) + 1
+            raise FpirlInputError(f"column {column!r} (track) has a missing value at row {row}")
+        local = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        return self._lookup(encoded.dictionary.to_pylist())[local]
+
+    def track_ids(self) -> np.ndarray:
+        """The distinct ids; text ids that are all plain integers (as CSV gives them) become integers."""
+        ids = np.asarray(self.ids)
+        if ids.dtype.kind in "US" and ids.size:
+            try:
+                as_int = ids.astype(np.int64)
+            except (ValueError, OverflowError):
+                return ids
+            if np.array_equal(as_int.astype(str), ids):
+                return as_int
+        return ids
+
+
+def _numeric_or_error(values, column: str, row0: int) -> np.ndarray:
+    """float64 array of a block, or a one-line error naming the first non-numeric value."""
+    series = pd.Series(values)
+    if series.dtype.kind in "iufb":
+        return series.to_numpy(dtype=float, na_value=np.nan)
+    converted = pd.to_numeric(series, errors="coerce")
+    bad = converted.isna().to_numpy() & series.notna().to_numpy()
+    if series.dtype == object:
+        stripped = series.astype(str).str.strip()
+        bad &= ~stripped.str.lower().isin(["", "nan", "na", "n/a", "null", "none"]).to_numpy()
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise FpirlInputError(
+            f"column {column!r} has a non-numeric value {str(series.iloc[i])!r} at row {row0 + i + 1}"
+        )
+    return converted.to_numpy(dtype=float, na_value=np.nan)
+
+
+def _progress_bar(total, progress, desc):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not progress, unit="row", unit_scale=True, desc=desc, leave=False)
+
+
+# --------------------------------------------------------------------------------------------
+# CSV
+# --------------------------------------------------------------------------------------------
+def _csv_header(path: Path) -> list:
+    try:
+        return list(pd.read_csv(path, nrows=0).columns)
+    except pd.errors.EmptyDataError:
+        raise FpirlInputError(f"{str(path)!r} is empty (no header line with the column names)") from None
+    except (UnicodeDecodeError, pd.errors.ParserError) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg}") from None
+
+
+def _locate_bad_csv_value(path: Path, column: str) -> None:
+    """Re-read one column as text to name its first non-numeric value (error path only)."""
+    row0 = 0
+    for chunk in pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS):
+        _numeric_or_error(chunk[column].to_numpy(dtype=object), column, row0)
+        row0 += len(chunk)
+
+
+def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> _Columns:
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    convert = pcsv.ConvertOptions(
+        include_columns=[track, *numeric],
+        column_types={track: pa.string(), **{c: pa.float64() for c in numeric}},
+    )
+    coder = _TrackCoder()
+    codes, cols = [], {c: [] for c in numeric}
+    row0 = 0
+    with _progress_bar(None, progress, "reading CSV") as bar:
+        try:
+            reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 24),
+                                   convert_options=convert)
+            for batch in reader:
+                n = batch.num_rows
+                codes.append(coder.codes_arrow(batch.column(track), row0, track))
+                for c in numeric:
+                    cols[c].append(batch.column(c).to_numpy(zero_copy_only=False).astype(float, copy=False))
+                row0 += n
+                bar.update(n)
+        except pa.ArrowInvalid as exc:
+            msg = " ".join(str(exc).split())
+            for c in numeric:
+                if f"'{c}'" in msg or "conversion error" in msg:
+                    _locate_bad_csv_value(path, c)
+            raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg[:200]}") from None
+    result = _Columns(
+        np.concatenate(codes) if codes else np.zeros(0, np.int64),
+        coder.track_ids(),
+        {c: np.concatenate(v) if v else np.zeros(0) for c, v in cols.items()},
+    )
+    del codes, cols, reader
+    pa.default_memory_pool().release_unused()  # hand the parser's buffers back to the system
+    return result
+
+
+def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool) -> _Columns:
+    coder = _TrackCoder()
+    codes, cols = [], {c: [] for c in numeric}
+    row0 = 0
+    with _progress_bar(None, progress, "reading CSV") as bar:
+        for chunk in pd.read_csv(path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False):
+            codes.append(coder.codes(chunk[track].to_numpy(), row0, track))
+            for c in numeric:
+                cols[c].append(_numeric_or_error(chunk[c].to_numpy(), c, row0))
+            row0 += len(chunk)
+            bar.update(len(chunk))
+    return _Columns(
+        np.concatenate(codes) if codes else np.zeros(0, np.int64),
+        coder.track_ids(),
+        {c: np.concatenate(v) if v else np.zeros(0) for c, v in cols.items()},
+    )
+
+
+def read_csv_columns(path: Path, track: str, numeric: list, progress: bool = False, engine: str = "auto"):
+    """Read the track column and the numeric columns of a CSV file (pyarrow when installed)."""
+    _missing_columns(path, _csv_header(path), [track, *numeric])
+    use_arrow = engine == "pyarrow" or (engine == "auto" and _have_pyarrow())
+    reader = _read_csv_pyarrow if use_arrow else _read_csv_pandas
+    try:
+        return reader(path, track, numeric, progress)
+    except (UnicodeDecodeError, pd.errors.ParserError) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Parquet
+# --------------------------------------------------------------------------------------------
+def read_parquet_columns(path: Path, track: str, numeric: list, progress: bool = False) -> _Columns:
+    """Read the needed columns of a Parquet file, streaming its row groups in blocks."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - the test extra installs pyarrow
+        raise FpirlInputError("reading Parquet files needs pyarrow: pip install 'fpirl[parquet]'") from None
+    try:
+        pf = pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        msg = " ".join(str(exc).split())[:200]
+        raise FpirlInputError(f"cannot read {str(path)!r} as Parquet: {msg}") from None
+    _missing_columns(path, pf.schema_arrow.names, [track, *numeric])
+    n = pf.metadata.num_rows
+    coder = _TrackCoder()
+    codes = np.empty(n, dtype=np.int64)
+    cols = {c: np.empty(n) for c in numeric}
+    row0 = 0
+    with _progress_bar(n, progress, "reading Parquet") as bar:
+        for batch in pf.iter_batches(batch_size=BLOCK_ROWS, columns=[track, *numeric]):
+            m = batch.num_rows
+            codes[row0:row0 + m] = coder.codes_arrow(batch.column(track), row0, track)
+            for c in numeric:
+                arr = batch.column(c)
+                if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
+                    cols[c][row0:row0 + m] = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+                else:
+                    cols[c][row0:row0 + m] = _numeric_or_error(arr.to_numpy(zero_copy_only=False), c, row0)
+            row0 += m
+            bar.update(m)
+    return _Columns(codes, coder.track_ids(), cols)

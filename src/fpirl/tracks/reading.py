@@ -1,0 +1,336 @@
+r"""Read trajectory tables (CSV or Parquet, long format) into a :class:`~fpirl.tracks.TrackTable`.
+
+One row per observation: a track id column, a time column, state columns and optionally action
+columns. The rules (also in docs/formats.md):
+
+* **Sampling interval.** A first ``dt`` is the median of the positive time differences between
+  consecutive observations of the same track. Every such difference must be a whole multiple
+  ``m dt`` within ``time_tolerance * dt``; ``m > 1`` means missing frames and splits the track into
+  *segments* (a transition never spans a gap). ``dt`` is then refined to the total time spanned by
+  the tracks divided by their total number of frame steps. Rows of one track must appear in
+  increasing time (tracks may be interleaved, e.g. one row per agent and frame).
+* **Stride.** ``stride=K`` keeps the frames ``0, K, 2K, ...`` of every track (frame index counted
+  from the track's first observation); ``dt`` becomes ``K dt``.
+* **Velocity actions.** ``action='velocity'`` derives ``a_k = (s_k - s_{k-1}) / dt`` (backward
+  differences, minimal image on periodic axes) within a segment; the first observation of every
+  segment has no velocity and is dropped. Action axes are named ``v_<state column>``.
+* **Bounds.** One ``(lo, hi)`` per modelled axis, states then actions. Observations outside them
+  are dropped with a warning giving the count; a dropped row splits its track like a missing frame.
+  Without bounds the box is the data range widened by ``margin`` (default 5%) of the range on
+  each side; a periodic box needs explicit bounds (its period cannot be inferred from data).
+  On periodic axes a value equal to ``hi`` is the same point as ``lo``.
+
+Every problem is a one-line :class:`~fpirl.FpirlInputError`; rows in messages are counted from 1
+after the header.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..core._errors import FpirlInputError
+from ..io._files import check_readable
+from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns,
+                             read_parquet_columns)
+from ..core.grid import BOUNDARIES
+from .table import TrackTable
+
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_TIME_TOLERANCE", "parse_bounds", "read_tracks"]
+
+#: fraction of each axis's data range added on both sides when no bounds are given
+DEFAULT_MARGIN = 0.05
+#: allowed deviation of a time difference from a whole multiple of dt, relative to dt
+DEFAULT_TIME_TOLERANCE = 0.01
+
+
+def _column_list(value, what: str) -> list[str]:
+    if isinstance(value, str):
+        cols = [c.strip() for c in value.split(",")]
+    else:
+        cols = [str(c).strip() for c in value]
+    if not cols or any(not c for c in cols):
+        raise FpirlInputError(f"{what} columns must be non-empty names, got {value!r}")
+    return cols
+
+
+def parse_bounds(text: str) -> list[tuple[float, float]]:
+    """``'LO:HI,LO:HI,...'`` -> ``[(lo, hi), ...]`` (the command-line spelling of bounds)."""
+    out = []
+    for part in str(text).split(","):
+        pieces = part.split(":")
+        try:
+            if len(pieces) != 2:
+                raise ValueError
+            out.append((float(pieces[0]), float(pieces[1])))
+        except ValueError:
+            raise FpirlInputError(f"bounds must be LO:HI,LO:HI,... (one pair per axis), got {text!r}") from None
+    return out
+
+
+def _check_bounds(bounds, names) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(bounds, str):
+        bounds = parse_bounds(bounds)
+    try:
+        arr = np.asarray(bounds, dtype=float)
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"bounds must be one (lo, hi) pair per axis, got {bounds!r}") from None
+    d = len(names)
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise FpirlInputError(f"bounds must be one (lo, hi) pair per axis, got {bounds!r}")
+    if arr.shape[0] != d:
+        raise FpirlInputError(
+            f"got {arr.shape[0]} bounds for {d} modelled axes ({', '.join(names)}): give one LO:HI per axis, "
+            "states then actions"
+        )
+    for name, (lo, hi) in zip(names, arr):
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise FpirlInputError(f"bounds of axis {name!r} must be finite, got {lo:g}:{hi:g}")
+        if not lo < hi:
+            raise FpirlInputError(f"bounds of axis {name!r} need LO < HI, got {lo:g}:{hi:g}")
+    return arr[:, 0].copy(), arr[:, 1].copy()
+
+
+class _RowNumbers:
+    """1-based file row of a position in the (possibly reordered) arrays, for error messages."""
+
+    def __init__(self, order=None):
+        self.order = order
+
+    def __call__(self, i) -> int:
+        return int(i if self.order is None else self.order[i]) + 1
+
+
+def _first_nonfinite(values: np.ndarray, columns, rows, what: str):
+    bad = ~np.isfinite(values)
+    if values.ndim == 1:
+        bad = bad[:, None]
+    if np.any(bad):
+        i = int(np.flatnonzero(bad.any(axis=1))[0])
+        j = int(np.flatnonzero(bad[i])[0])
+        raise FpirlInputError(f"column {columns[j]!r} has a missing, NaN or infinite {what} at row {rows(i)}")
+
+
+def _links(codes: np.ndarray, frame: np.ndarray, stride: int) -> np.ndarray:
+    """``link[i]``: row ``i`` continues the segment of row ``i - 1`` (same track, next kept frame)."""
+    link = np.zeros(codes.size, dtype=bool)
+    link[1:] = (codes[1:] == codes[:-1]) & (np.diff(frame) == stride)
+    return link
+
+
+def _inside(values: np.ndarray, lower, upper, periodic: bool) -> np.ndarray:
+    keep = np.all((values >= lower) & (values <= upper), axis=1)
+    if periodic:  # upper is the same point as lower
+        np.copyto(values, np.broadcast_to(lower, values.shape), where=values == upper)
+    return keep
+
+
+def _track_name(ids, code) -> str:
+    value = ids[code]
+    value = value.item() if hasattr(value, "item") else value
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _frames(codes, t, ids, rows, dt, tol):
+    """Sampling interval and per-track frame index from the time column (rows sorted by track)."""
+    same = codes[1:] == codes[:-1]
+    dtime = np.diff(t)
+    bad = same & (dtime <= 0)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        tid = _track_name(ids, codes[i])
+        if dtime[i] == 0:
+            raise FpirlInputError(f"duplicate time {t[i]:g} in track {tid} (rows {rows(i)} and {rows(i + 1)})")
+        raise FpirlInputError(
+            f"time is not increasing within track {tid}: t={t[i + 1]:g} at row {rows(i + 1)} comes after "
+            f"t={t[i]:g} at row {rows(i)}"
+        )
+    if not np.any(same):
+        raise FpirlInputError(
+            f"no transitions: all {len(ids)} tracks have a single observation (need two or more per track)"
+        )
+    explicit_dt = dt
+    if dt is None:
+        dt = float(np.median(dtime[same]))
+    elif not (np.isfinite(dt) and dt > 0):
+        raise FpirlInputError(f"the sampling interval dt must be a positive number, got {dt}")
+    ratio = np.where(same, dtime, dt) / dt
+    steps = np.rint(ratio)
+    off = same & ((np.abs(ratio - steps) > tol) | (steps < 1))
+    if np.any(off):
+        i = int(np.flatnonzero(off)[0])
+        raise FpirlInputError(
+            f"track {_track_name(ids, codes[i])}: time step {dtime[i]:g} at row {rows(i + 1)} is not a whole "
+            f"multiple of the sampling interval dt={dt:g} (tolerance {tol:g} dt)"
+        )
+    inc = np.zeros(codes.size, dtype=np.int64)
+    inc[1:] = np.where(same, steps, 0)
+    frame = np.cumsum(inc)
+    is_start = np.ones(codes.size, dtype=bool)
+    is_start[1:] = ~same
+    start = np.maximum.accumulate(np.where(is_start, np.arange(codes.size), 0))
+    frame -= frame[start]
+    if explicit_dt is None:  # refine: total elapsed time over total frames (exact for uniform sampling)
+        is_end = np.ones(codes.size, dtype=bool)
+        is_end[:-1] = ~same
+        span = frame[is_end].sum()
+        dt = float((t[is_end] - t[is_start]).sum() / span)
+    return dt, frame
+
+
+def read_tracks(path, *, track: str, time: str, state, action=None, boundary: str = "reflecting",
+                bounds=None, stride: int = 1, margin: float = DEFAULT_MARGIN, dt: float | None = None,
+                time_tolerance: float = DEFAULT_TIME_TOLERANCE, progress: bool = False,
+                engine: str = "auto") -> TrackTable:
+    """Read a CSV or Parquet trajectory table into a validated :class:`~fpirl.tracks.TrackTable`.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv`` or ``.parquet``/``.pq`` file, long format (one row per observation).
+    track, time : str
+        Column with the track ids (any type) and column with the observation times (numeric).
+    state : str or list of str
+        State columns (``'x,y'`` or ``['x', 'y']``).
+    action : None, 'velocity', str or list of str
+        ``None``: the state alone is modelled; column names: observed actions;
+        ``'velocity'``: backward finite differences of the states (module docstring).
+    boundary : {'reflecting', 'periodic'}
+    bounds : sequence of (lo, hi) or str 'LO:HI,...', optional
+        One pair per modelled axis, states then actions. Required for a periodic box.
+    stride : int
+        Keep every ``stride``-th frame of each track (``dt`` becomes ``stride * dt``).
+    margin : float
+        Relative widening of the data range when no bounds are given (default 5% per side).
+    dt : float, optional
+        Sampling interval; default: the median positive within-track time difference.
+    time_tolerance : float
+        Allowed deviation of a time difference from a whole multiple of ``dt``, relative to ``dt``.
+    progress : bool
+        Show a progress bar while reading.
+    engine : {'auto', 'pyarrow', 'pandas'}
+        CSV reader (``auto``: pyarrow when installed).
+
+    Returns
+    -------
+    TrackTable
+        Rows grouped by track (tracks in first-seen order, file order within a track), split into
+        segments at missing frames and dropped rows; ``source`` records the columns and stride.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
+        raise FpirlInputError(f"a trajectory table must be .csv or .parquet, got {str(path)!r}")
+    check_readable(path)
+    if boundary not in BOUNDARIES:
+        raise FpirlInputError(f"boundary must be 'periodic' or 'reflecting', got {boundary!r}")
+    if int(stride) != stride or stride < 1:
+        raise FpirlInputError(f"stride must be a positive integer, got {stride!r}")
+    stride = int(stride)
+    if not (np.isfinite(margin) and margin >= 0):
+        raise FpirlInputError(f"margin must be a non-negative number, got {margin!r}")
+    track, time = str(track).strip(), str(time).strip()
+    states = _column_list(state, "state")
+    velocity = isinstance(action, str) and action.strip().lower() == "velocity"
+    actions = [] if action is None or velocity else _column_list(action, "action")
+    used = [track, time, *states, *actions]
+    dup = sorted({c for c in used if used.count(c) > 1})
+    if dup:
+        raise FpirlInputError(f"column {', '.join(map(repr, dup))} is given for more than one role")
+    names = states + ([f"v_{c}" for c in states] if velocity else actions)
+    if len(set(names)) != len(names):
+        raise FpirlInputError(f"axis names must be distinct, got {names}")
+    roles = ["state"] * len(states) + ["action"] * (len(names) - len(states))
+    lower = upper = None
+    if bounds is not None:
+        lower, upper = _check_bounds(bounds, names)
+    elif boundary == "periodic":
+        raise FpirlInputError("a periodic box needs bounds (one LO:HI per axis): the period cannot be inferred "
+                              "from the data")
+
+    numeric = [time, *states, *actions]
+    if suffix in CSV_SUFFIXES:
+        cols = read_csv_columns(path, track, numeric, progress=progress, engine=engine)
+    else:
+        cols = read_parquet_columns(path, track, numeric, progress=progress)
+    n_rows = cols.n_rows
+    if n_rows == 0:
+        raise FpirlInputError(f"{str(path)!r} is an empty table (a header but no rows)")
+    ids = cols.track_ids
+    rows = _RowNumbers()
+    t = cols.numeric.pop(time)
+    _first_nonfinite(t, [time], rows, "time")
+    data_cols = states + actions
+    x = np.empty((n_rows, len(data_cols)))
+    for j, c in enumerate(data_cols):
+        x[:, j] = cols.numeric.pop(c)
+    _first_nonfinite(x, data_cols, rows, "position" if not actions else "value")
+    codes = cols.codes
+    del cols
+    if np.any(codes[1:] < codes[:-1]):  # interleaved tracks: group rows by track, file order within
+        order = np.argsort(codes, kind="stable")
+        codes, t, x = codes[order], t[order], x[order]
+        rows = _RowNumbers(order)
+        del order
+    dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance))
+    del rows
+
+    if stride > 1:
+        keep = frame % stride == 0
+        codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
+    n_obs = codes.size
+    dt_out = stride * dt0
+    periodic = boundary == "periodic"
+    dropped = 0
+    if lower is not None:
+        keep = _inside(x, lower[: x.shape[1]], upper[: x.shape[1]], periodic)
+        if not np.all(keep):
+            dropped += int(n_obs - np.count_nonzero(keep))
+            codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
+    if velocity and codes.size:
+        link = _links(codes, frame, stride)
+        dx = np.diff(x, axis=0)
+        if periodic:
+            length = upper[: len(states)] - lower[: len(states)]
+            dx -= length * np.round(dx / length)
+        v = dx[link[1:]] / dt_out
+        codes, t, x, frame = codes[link], t[link], x[link], frame[link]
+        x = np.concatenate([x, v], axis=1)
+        if lower is not None:
+            keep = _inside(x[:, len(states):], lower[len(states):], upper[len(states):], periodic)
+            if not np.all(keep):
+                dropped += int(keep.size - np.count_nonzero(keep))
+                codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
+    if dropped:
+        if codes.size == 0:
+            raise FpirlInputError(f"every observation ({n_obs}) lies outside the given bounds "
+                                  f"{', '.join(f'{lo:g}:{hi:g}' for lo, hi in zip(lower, upper))}")
+        warnings.warn(f"{dropped} of {n_obs} observations lie outside the bounds and were dropped "
+                      "(each dropped row splits its track)", stacklevel=2)
+    link = _links(codes, frame, stride)
+    if not np.any(link):
+        raise FpirlInputError(
+            f"no transitions left (stride {stride}{', velocity' if velocity else ''}"
+            f"{', dropped rows' if dropped else ''}): every track segment has a single observation"
+        )
+    if lower is None:
+        lo, hi = x.min(axis=0), x.max(axis=0)
+        span = hi - lo
+        if np.any(span <= 0):
+            j = int(np.flatnonzero(span <= 0)[0])
+            raise FpirlInputError(f"axis {names[j]!r} is constant ({lo[j]:g}) in the data: give bounds explicitly")
+        lower, upper = lo - margin * span, hi + margin * span
+
+    segment = np.cumsum(~link) - 1
+    new_track = np.zeros(codes.size, dtype=np.int64)
+    change = codes[1:] != codes[:-1]
+    new_track[1:] = np.cumsum(change)
+    kept_ids = ids[codes[np.concatenate([[0], np.flatnonzero(change) + 1])]]
+    source = {
+        "path": str(path), "track": track, "time": time, "state": ",".join(states),
+        "action": "velocity" if velocity else ",".join(actions), "stride": stride,
+    }
+    return TrackTable(x, segment, new_track, t, dt_out, tuple(names), tuple(roles), lower, upper, boundary,
+                      kept_ids, source=source)

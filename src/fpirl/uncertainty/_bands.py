@@ -1,0 +1,105 @@
+"""Credible bands and result variables of a :class:`fpirl.uncertainty.CoefficientPosterior`.
+
+Public names are re-exported by :mod:`fpirl.uncertainty` (see its module doc for the equations).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core._errors import FpirlInputError
+
+
+def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples: int | None = None, rng=0,
+                   quantiles=None, progress: bool = False) -> dict:
+    """Pointwise 5%/95% bands of the policy and reward from posterior draws of ``[theta; 1/beta]``.
+
+    Every draw is pushed through the MDP recovery (eqs. boltzmann_policy, gaussian_transition,
+    inverse_bellman; :func:`fpirl.mdp.recover_mdp`) with its own beta. Returns nodal arrays
+    ``policy_lower``, ``policy_upper``, ``reward_lower``, ``reward_upper`` (empty dict when the
+    grid lacks state or action axes).
+    """
+    from tqdm.auto import tqdm
+
+    from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
+    from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES
+
+    quantiles = BAND_QUANTILES if quantiles is None else quantiles
+    n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
+
+    if not (grid.state_axes and grid.action_axes):
+        return {}
+    draws = post.sample(int(n_samples), rng)
+    h = post.hermite
+    n = h.n_coef
+    policy = np.empty((len(draws),) + grid.shape)
+    reward = np.empty_like(policy)
+    disc = DEFAULT_GAMMA if gamma is None else gamma
+    keep = np.ones(len(draws), dtype=bool)
+    for s, draw in enumerate(tqdm(draws, desc="credible bands", disable=not progress, leave=False)):
+        g = draw[n]
+        if not g > 0:  # a draw of 1/beta that is not positive has no MDP
+            keep[s] = False
+            continue
+        coef = draw[:n].reshape(h.shape)
+        psi = h.evaluate_grid(coef, grid.coords)
+        mdp = recover_mdp(grid, psi, h.gradient_grid(coef, grid.coords, grid.state_axes), 1.0 / g, dt, disc)
+        policy[s], reward[s] = mdp.policy, mdp.reward
+    if np.count_nonzero(keep) < 2:
+        raise FpirlInputError("fewer than two posterior draws have a positive 1/beta: no bands")
+    out = {}
+    for name, arr in (("policy", policy[keep]), ("reward", reward[keep])):
+        lo, hi = np.quantile(arr, quantiles, axis=0)
+        out[f"{name}_lower"], out[f"{name}_upper"] = lo, hi
+    return out
+
+
+def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_samples: int | None = None, rng=0,
+                      progress: bool = False) -> dict:
+    """Variables and attrs for :func:`fpirl.io.result_dataset` (its ``extra``) from a posterior.
+
+    ``potential_std`` (nodal posterior std of the zero-mean psi), ``policy_lower``/``policy_upper``
+    and ``reward_lower``/``reward_upper`` (5%/95%, when the MDP is recovered), and the attrs
+    ``uncertainty`` (method), ``uncertainty_noise`` (snapshot-noise shape, density fits with their
+    data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
+    ``beta_upper`` (5%/95%). ``post=None`` gives ``{'uncertainty': 'none'}``.
+    """
+    import xarray as xr
+
+    from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES
+
+    n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
+    if post is None:
+        return {"uncertainty": "none"}
+    grid = est.grid_
+    dims = grid.names
+    out = {"uncertainty": post.method}
+    if post.noise_model != "rows":  # density fits with their snapshots: the snapshot-noise model's shape
+        out["uncertainty_noise"] = post.noise_model
+        out["uncertainty_resolution"] = int(post.resolution is not None)
+    out["potential_std"] = xr.DataArray(post.potential_std(grid.coords), dims=dims, attrs={
+        "long_name": "posterior std of the zero-mean potential psi", "method": post.method})
+    bands = credible_bands(post, grid, dt, gamma, n_samples, rng, progress=progress)
+    for key, value in bands.items():
+        what, side = key.split("_")
+        q = BAND_QUANTILES[0] if side == "lower" else BAND_QUANTILES[1]
+        out[key] = xr.DataArray(value, dims=dims, attrs={"long_name": f"{q:.0%} pointwise credible bound of the {what}",
+                                                         "method": post.method})
+    if bands:
+        out["uncertainty_samples"] = int(len(post.samples) if post.samples is not None else n_samples)
+    if post.beta_estimated:
+        out["beta_lower"], out["beta_upper"] = post.beta_interval()
+        if post.beta_coarse is not None:
+            out["beta_coarse"] = post.beta_coarse
+    return out
+
+
+def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = None, *, n_samples: int | None = None,
+                    scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False) -> dict:
+    """What ``fpirl fit --uncertainty METHOD`` adds to the result (:func:`estimate_uncertainty`
+    then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none."""
+    from .estimate import estimate_uncertainty
+
+    post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
+                                n_jobs=n_jobs, progress=progress)
+    return uncertainty_extra(est, post, dt, gamma, n_samples, rng, progress)

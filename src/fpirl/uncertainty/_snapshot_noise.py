@@ -1,0 +1,414 @@
+r"""Posterior of a density (VSI) fit under independent snapshot noise (issue 10, used by :mod:`fpirl.uncertainty`).
+
+The row model of :func:`fpirl.uncertainty.density_posterior` treats the residual rows as
+independent. Noise that is independent from snapshot to snapshot is not: snapshot ``k`` enters
+the pairs ``k - 1`` and ``k`` with opposite signs in the time differences (they telescope) and
+enters the pair averages of the design too. Here the noise is modelled where it occurs,
+
+.. math::
+    p_k^{obs} = p_k + \sigma\, s_k \odot z_k,\qquad z_k \sim N(0, I)\ \text{independent over } k,
+
+with the nodal shape ``s_k = p_k`` (multiplicative noise) or ``s_k = 1`` (additive); with
+``normalize`` the draws are projected like the data (``e_k - p_k \int e_k``, unit mass). The
+residual ``r(p; x) = G(p) + D(p) x`` (``G = M dot p``, ``D = [Xi(bar p), C(bar p)]``, ``x = [theta;
+gamma]``) is linear in the snapshots at fixed ``x``, so the estimator ``K x = -D^T G`` moves to
+first order by
+
+.. math::
+    \delta x = -K^{-1}\big[D(p)^T r(e; \hat x) + D(e)^T \hat r\big],
+
+``\hat r`` the fitted residual (``K`` the penalised normal matrix, bordered when beta is estimated).
+``S`` seeded draws ``e_s = s \odot z_s`` (unit scale) give the vectors ``u_s = D(p)^T r(e_s)`` and
+``b_s = D(e_s)^T \hat r``, computed by the band passes of :class:`fpirl.weakform.matfree.NormalOperator`
+(``O(3^d)`` per node and snapshot and three adjoint walks per draw; no normal matrix of the noise;
+about 0.3-0.5 s per draw at 38,416 nodes x 11 snapshots, 0.01 s at 64^2 x 11).
+
+* **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = mean_s ||r(e_s) + D(p) d_s||^2``,
+  ``d_s = -K^{-1} u_s``: the observed residual sum of squares matched to its expectation under
+  unit noise (same draws), so no noise level is given.
+* **Shape** (``noise='auto'``): the one whose expected residual energy per node
+  ``sum_k E r_k[j]^2`` (a few pilot draws) has the smaller spread of ``log`` ratio to the
+  observed ``sum_k \hat r_k[j]^2``, i.e. explains where the residual is large.
+* **Prior.** The penalty stays a Gaussian prior: the MAP posterior covariance is
+  ``K^{-1} (Cov[D^T r_noise] + sigma_0^2 lambda P) K^{-1}``, which for independent rows
+  (``Cov[D^T r] = sigma_0^2 A``) is exactly the row-model ``sigma_0^2 K^{-1}`` (before the zero-mean
+  conditioning). ``sigma_0^2 = RSS / (n_rows - n_x)`` keeps the scale the ridge was set against;
+  the term matters only where the data carry no mass (wide intervals there). It is sampled as
+  ``sqrt(lambda sigma_0^2) sum_a (kron_b R_b^{[b=a]}) w_a`` with ``G_b = R_b R_b^T`` the 1-D Gram
+  factors of ``P = sum_a kron_b G_b^{[b=a]}``.
+
+* **Bias.** The second-order (errors-in-variables) shift of the estimator,
+  ``-sigma^2 K^{-1} mean_s D(e_s)^T r(e_s)``, is one more column of the factor (a systematic error
+  of that size, sign not used): at 30% multiplicative noise the fit shrinks psi by ~40% and this
+  is the larger part of the error (docs/benchmarks.md, issue 10).
+
+* **Resolution.** Noise is not the only error: on coarse grids the FE discretisation error of the
+  weak form can exceed it (2-D, 16^2 nodes, 2% noise: the noise-only model covered 42%). When every
+  axis has an even number of elements, the fit is repeated on every second node (``2h``, same
+  Hermite space and settings) and the Richardson estimate of the error of the fine fit,
+  ``(x_h - x_{2h}) / (2^2 - 1)`` (second-order weak form), is one more systematic column, like the bias
+  (:func:`fpirl.uncertainty._resolution.resolution_column`).
+
+So ``Cov(x) = F F^T`` with the ``S`` columns ``F_s = -K^{-1}(sigma (u_s + b_s) + prior_s) / sqrt(S)``
+and the bias and resolution columns, projected on ``m^T theta = 0``. ``K^{-1}`` is a Cholesky solve on the assembled path and
+preconditioned conjugate gradients (:func:`fpirl.weakform.matfree.conjugate_gradient`, one solve per draw, plus 8 for the noise level)
+on the matrix-free path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from tqdm.auto import tqdm
+
+from ..core._errors import FpirlInputError
+from ._resolution import noise_shrinkage, resolution_column
+from ..core._tensor import apply_along_axes
+from ..weakform.assembly import diffusion_and_rate
+from ..core.density import DensitySnapshots
+
+#: Noise shapes accepted by :func:`snapshot_posterior`.
+NOISE_MODELS = ("auto", "multiplicative", "additive")
+#: Draws of the snapshot noise (assembled path; each costs three band passes and adjoint walks).
+DEFAULT_DRAWS = 64
+#: Draws on the matrix-free path (each costs one CG solve, the first 8 one more).
+DEFAULT_DRAWS_MATFREE = 48
+#: Relative residual of the CG solves of the draws (matrix-free path).
+DRAW_RTOL = 1e-6
+#: Draws whose ``K^{-1} u_s`` enter the expected RSS (the noise level), see :func:`snapshot_posterior`.
+SIGMA_DRAWS = 8
+#: Residual entries per chunk from which the band accumulation runs on two threads.
+_THREAD_MIN_SIZE = 1 << 18
+#: Pilot draws per shape for ``noise='auto'``.
+PILOT_DRAWS = 3
+#: The fitted fields are kept in memory between draws below this size (else re-read per draw).
+_CACHE_BYTES = 1 << 28
+
+
+def _density_estimator(est):
+    from ..estimators.identify import PotentialEstimator
+
+    for cand in (est, getattr(est, "estimator_", None)):
+        if isinstance(cand, PotentialEstimator) and getattr(cand, "coef_", None) is not None:
+            return cand
+    raise FpirlInputError(f"{type(est).__name__} is not a fitted density estimator: no snapshot-noise posterior")
+
+
+class _Residuals:
+    """Residual fields ``r(q; x) = G(q) + Xi(bar q) theta + gamma C(bar q)`` chunk by chunk, and the band sums."""
+
+    def __init__(self, op, theta, gamma, dt, scheme):
+        self.op, self.gamma, self.dt, self.scheme = op, gamma, dt, scheme
+        self.U = op._forward(theta)
+        d = op.d
+        sub = "".join(chr(ord("a") + b) for b in range(d))
+        self.expr = f"{sub}k,{sub}k->{sub}"
+        size = 8 * 4 * op.grid.size * op.source.n_times
+        self._cache = [] if size <= _CACHE_BYTES else None
+        self._filled = False
+
+    def _pad(self, q):
+        from ..weakform.matfree import _pad
+
+        return _pad(q, self.op.grid.periodic)
+
+    def apply(self, q):
+        """``(bar q, C bar q, r(q))`` for a block of snapshots ``q`` (shape ``(m, *grid)``)."""
+        qbar, g, c = diffusion_and_rate(q, self.dt, self.op.tables, self.scheme)
+        P = self._pad(qbar)
+        r = self.op._residuals_sparse(self.U, P)
+        if r is None:
+            r = np.zeros(self.op.shape + (P.shape[-1],))
+            for idx, view in self.op._views(P):
+                r += view * self.U[self.op._key(idx)][..., None]
+        r = np.moveaxis(r, -1, 0) + g
+        r += self.gamma * c
+        return qbar, c, r
+
+    def accumulate(self, W, r, qbar):
+        """``W[l, j] += sum_k r_k[j] bar q_k[j + l]`` (the band whose adjoint walk is ``Xi(bar q)^T r``)."""
+        from ..weakform.assembly import _threaded
+
+        R = np.ascontiguousarray(np.moveaxis(r, 0, -1))
+        views = list(self.op._views(self._pad(qbar)))
+
+        def work(part):  # disjoint slices of W per shift: safe on two threads (einsum releases the GIL)
+            for idx, view in part:
+                W[self.op._key(idx)] += np.einsum(self.expr, R, view)
+
+        if R.size < _THREAD_MIN_SIZE:  # small bands: a thread pool costs more than it saves
+            work(views)
+        else:
+            _threaded(work, views)
+
+    def fitted(self):
+        """Per chunk: ``(block, bar p, C bar p, r_hat)`` of the fitted data (cached when small)."""
+        if self._cache is not None and self._filled:
+            yield from self._cache
+            return
+        if self._cache is not None:
+            self._cache = []
+        for block in self.op.source.pair_chunks(self.op.chunk):
+            item = (block,) + self.apply(block)
+            if self._cache is not None:
+                self._cache.append(item)
+            yield item
+        self._filled = self._cache is not None
+
+
+def _noise(block, carry, model, normalize, grid, rng):
+    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
+    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
+    if carry is not None:
+        z = np.concatenate([carry[None], z])
+    e = z * block if model == "multiplicative" else z.copy()
+    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
+        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
+    return e, z[-1]
+
+
+def _draw(res, model, normalize, rng, need_bands=True):
+    """One unit-scale noise draw: ``(u, b, rr, energy)`` with ``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``,
+    ``rr = ||r(e)||^2`` and the per-node energy ``sum_k r(e)_k^2`` (bands skipped for pilots)."""
+    op = res.op
+    Wa = np.zeros(op._band_shape()) if need_bands else None
+    Wb = np.zeros_like(Wa) if need_bands else None
+    Wq = np.zeros_like(Wa) if need_bands else None
+    ug = bg = qg = rr = 0.0
+    energy = np.zeros(op.shape)
+    carry = None
+    for block, pbar, c, rhat in res.fitted():
+        e, carry = _noise(block, carry, model, normalize, op.grid, rng)
+        ebar, ce, re = res.apply(e)
+        rr += float(np.vdot(re, re))
+        energy += np.sum(re * re, axis=0)
+        if need_bands:
+            res.accumulate(Wa, re, pbar)
+            res.accumulate(Wb, rhat, ebar)
+            res.accumulate(Wq, re, ebar)
+            ug += float(np.vdot(c, re))
+            bg += float(np.vdot(ce, rhat))
+            qg += float(np.vdot(ce, re))
+    if not need_bands:
+        return None, None, rr, energy
+    return (op._adjoint(Wa).ravel(), op._adjoint(Wb).ravel(), op._adjoint(Wq).ravel(), rr, energy,
+            ug, bg, qg)
+
+
+def choose_shape(res, normalize, rng) -> tuple[str, dict]:
+    """The noise shape whose expected residual energy per node best matches the observed one (module doc)."""
+    obs = np.zeros(res.op.shape)
+    for *_, rhat in res.fitted():
+        obs += np.sum(rhat * rhat, axis=0)
+    tiny = 1e-300 + 1e-12 * obs.max()
+    scores = {}
+    for model in NOISE_MODELS[1:]:
+        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(PILOT_DRAWS))
+        ratio = np.log((obs + tiny) / (exp + 1e-12 * exp.max() + 1e-300))
+        scores[model] = float(np.var(ratio))
+    return min(scores, key=scores.get), scores
+
+
+def _prior_draws(hermite, n, rng) -> np.ndarray:
+    """``n`` draws of ``N(0, P)``, ``P = sum_a kron_b G_b^{[b=a]}`` (columns, shape ``(n_coef, n)``)."""
+    fac = []
+    for ax in hermite.axes:
+        pair = []
+        for k in (0, 1):
+            w, V = scipy.linalg.eigh(ax.gram(k))
+            pair.append(V * np.sqrt(np.clip(w, 0.0, None)))
+        fac.append(pair)
+    out = np.zeros((n,) + hermite.shape)
+    for a in range(hermite.ndim):
+        z = rng.standard_normal((n,) + hermite.shape)
+        out += apply_along_axes(z, [fac[b][int(b == a)] for b in range(hermite.ndim)])
+    return out.reshape(n, -1).T
+
+
+class _Solver:
+    """``K^{-1}`` and ``K_data`` on the assembled (Cholesky) or matrix-free (CG) path; ``x = [theta; gamma]``."""
+
+    def __init__(self, inner, op, estimated, rtol):
+        h = inner.hermite_
+        self.n, self.estimated = h.n_coef, estimated
+        self.m = h.mean_functional().ravel()
+        ne = inner.normal_equations_
+        lam = inner.penalty_
+        if ne is not None:
+            A = ne.xtx
+            mu = np.trace(A) / self.n
+            Kd = np.block([[A, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]]) if estimated else A
+            K = Kd.copy()
+            K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
+            self.Kd = Kd
+            self.chol = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+            self.xtc, self.cc = ne.xtc, ne.cc
+            return
+        from ..weakform.matfree import KroneckerPreconditioner, h1_apply
+
+        self.chol, self.op, self.rtol = None, op, rtol
+        mu = op.trace / self.n
+        self.M = lambda c: op.matvec(c) + lam * h1_apply(h, c) + mu * self.m * float(self.m @ c)
+        self.pre = KroneckerPreconditioner(h, op.matvec, mu, op.marginals, list(op.grid.axes))
+        self.xtc, self.cc = op.rhs.xtc, op.rhs.cc
+        if estimated:
+            self.y2 = self._cg(self.xtc)
+            self.schur = self.cc - float(self.xtc @ self.y2)
+
+    def _cg(self, b):
+        from ..weakform.matfree import conjugate_gradient
+
+        return conjugate_gradient(self.M, b, self.pre, rtol=self.rtol, maxiter=2000)[0]
+
+    def solve(self, V: np.ndarray) -> np.ndarray:
+        """``K^{-1} V`` for the columns of ``V`` (bordered: Schur complement of ``gamma``)."""
+        if self.chol is not None:
+            return scipy.linalg.cho_solve(self.chol, V, check_finite=False)
+        out = np.empty_like(V)
+        for s in range(V.shape[1]):
+            y = self._cg(V[: self.n, s])
+            if self.estimated:
+                dg = (V[self.n, s] - float(self.xtc @ y)) / self.schur
+                out[: self.n, s], out[self.n, s] = y - dg * self.y2, dg
+            else:
+                out[:, s] = y
+        return out
+
+    def data_apply(self, Y: np.ndarray) -> np.ndarray:
+        """``K_data Y`` (``A`` bordered by ``X^T c`` and ``c.c`` when gamma is estimated)."""
+        if self.chol is not None:
+            return self.Kd @ Y
+        out = np.empty_like(Y)
+        for s in range(Y.shape[1]):
+            out[: self.n, s] = self.op.matvec(Y[: self.n, s])
+            if self.estimated:
+                out[: self.n, s] += self.xtc * Y[self.n, s]
+                out[self.n, s] = float(self.xtc @ Y[: self.n, s]) + self.cc * Y[self.n, s]
+        return out
+
+
+def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | None = None, rng=0,
+                       rtol: float = DRAW_RTOL, progress: bool = False, resolve: bool = True):
+    """Posterior of a density fit under independent snapshot noise (module doc, eq. for ``delta x``).
+
+    Parameters
+    ----------
+    est : PotentialEstimator (or an estimator wrapping one as ``estimator_``)
+        Fitted on ``snapshots``, by either solver (assembled: Cholesky; matrix-free: CG).
+    snapshots : DensitySnapshots or fpirl.weakform.matfree.StreamingSnapshots
+        The data of the fit.
+    noise : {'auto', 'multiplicative', 'additive'}
+        Noise shape ``s_k = p_k`` or ``1``; ``'auto'`` picks by the residual profile (:func:`choose_shape`).
+    n_draws : int, optional
+        Noise draws ``S`` (:data:`DEFAULT_DRAWS`, :data:`DEFAULT_DRAWS_MATFREE` on the matrix-free
+        path); the std carries a relative Monte Carlo error of about ``1 / sqrt(2 S)``.
+    rng : seed or Generator
+    rtol : float
+        Relative residual of the CG solves (matrix-free path).
+    progress : bool
+        A tqdm bar over the draws (each is a pass over all snapshots).
+    resolve : bool
+        Add the resolution column (:func:`fpirl.uncertainty._resolution.resolution_column`) where the grid can be halved.
+
+    Returns
+    -------
+    CoefficientPosterior
+        ``factor`` with ``S`` columns, ``noise_variance = sigma^2`` (per unit-shape noise),
+        ``noise_model`` the shape used, normal quantiles.
+    """
+    from ..weakform.matfree import NormalOperator, StreamingSnapshots
+    from .estimate import CoefficientPosterior
+
+    if noise not in NOISE_MODELS:
+        raise FpirlInputError(f"noise must be one of {', '.join(NOISE_MODELS)}, got {noise!r}")
+    inner = _density_estimator(est)
+    h = inner.hermite_
+    given = snapshots
+    if isinstance(snapshots, DensitySnapshots):
+        snapshots = StreamingSnapshots.from_snapshots(snapshots)
+    if not isinstance(snapshots, StreamingSnapshots):
+        raise FpirlInputError("the snapshot-noise posterior needs the fitted density snapshots")
+    if snapshots.grid.shape != inner.grid_.shape:
+        raise FpirlInputError(f"snapshots on a {snapshots.grid.shape} grid, the fit on {inner.grid_.shape}")
+    assembled = inner.normal_equations_ is not None
+    if n_draws is None:
+        n_draws = DEFAULT_DRAWS if assembled else DEFAULT_DRAWS_MATFREE
+    if not (isinstance(n_draws, (int, np.integer)) and n_draws >= 2):
+        raise FpirlInputError(f"n_draws must be an integer >= 2, got {n_draws!r}")
+    source = snapshots.normalize() if inner.normalize else snapshots
+    op = NormalOperator(source, h, time_scheme=inner.time_scheme, quadrature_points=inner.quadrature_points,
+                        compress=None if assembled else 1e-13)
+    estimated = bool(inner.settings_.get("beta_estimated", 0))
+    gamma = 1.0 / float(inner.beta_)
+    theta = np.asarray(inner.coef_, dtype=float).ravel()
+    res = _Residuals(op, theta, gamma, source.dt, inner.time_scheme)
+    gen = np.random.default_rng(rng)
+    g_noise, g_prior, g_pilot = (np.random.default_rng(s) for s in gen.integers(2**62, size=3))
+    if noise == "auto":
+        noise = choose_shape(res, inner.normalize, g_pilot)[0]
+
+    n, nx = h.n_coef, h.n_coef + int(estimated)
+    U, B, Q = np.empty((nx, n_draws)), np.empty((nx, n_draws)), np.empty((nx, n_draws))
+    rr = np.empty(n_draws)
+    for s in tqdm(range(n_draws), desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
+                  leave=False):
+        U[:n, s], B[:n, s], Q[:n, s], rr[s], _, ug, bg, qg = _draw(res, noise, inner.normalize, g_noise)
+        if estimated:
+            U[n, s], B[n, s], Q[n, s] = ug, bg, qg
+    rss = n_rows = 0
+    for *_, rhat in res.fitted():
+        rss += float(np.vdot(rhat, rhat))
+        n_rows += rhat.size
+    solver = _Solver(inner, op, estimated, rtol)
+    # E_1[RSS]: ||r(e_s)||^2 from every draw; the correction through d_s = -K^{-1} u_s (of the order
+    # of the number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
+    m = min(n_draws, SIGMA_DRAWS)
+    Y = solver.solve(U[:, :m])
+    correction = -2 * np.sum(U[:, :m] * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
+    e_rss = float(np.mean(rr) + np.mean(correction))
+    if not (e_rss > 0 and rss > 0):
+        raise FpirlInputError("the residual of the fit is zero: the noise level cannot be estimated")
+    sigma2 = rss / e_rss
+    sigma0_2 = rss / max(n_rows - nx, 1)
+    prior = np.zeros((nx, n_draws))
+    prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
+    F = -solver.solve(np.sqrt(sigma2) * (U + B) + prior) / np.sqrt(n_draws)  # one solve per draw
+    bias = -sigma2 * solver.solve(Q.mean(axis=1, keepdims=True))  # second order: E[D(e)^T r(e)]
+    resolution = resolution_column(inner, given, estimated) if resolve else None
+    if resolution is not None:
+        resolution = resolution * noise_shrinkage(resolution[:n], F[:n], h, snapshots.grid)
+    F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
+    n_res = 0 if resolution is None else 1
+    F[:n] -= np.outer(h.constant_mode().ravel(), solver.m @ F[:n])
+    if not estimated:
+        F = np.vstack([F, np.zeros((1, F.shape[1]))])
+    return CoefficientPosterior(h, theta, gamma, F, method="posterior", noise_variance=sigma2,
+                                beta_estimated=estimated, noise_model=noise, bias=F[:, F.shape[1] - 1 - n_res].copy(),
+                                resolution=None if resolution is None else F[:, -1].copy())
+
+
+def matrix_free_posterior_seconds(est) -> float | None:
+    """Estimated wall time of :func:`snapshot_posterior` for a matrix-free density fit (else None).
+
+    ``(S + 9 + [beta estimated]) x (CG iterations of the fit's solve, scaled by
+    log(DRAW_RTOL) / log(fit tolerance)) + 3 S`` products with ``A``
+    (one CG solve per draw, ``SIGMA_DRAWS`` more for the noise level and one for the bias, and the
+    band passes of the draws) at the fit's time per product. None for assembled fits (cheap) and
+    interpolated-flux fits (no posterior).
+    """
+    for cand in (est, getattr(est, "estimator_", None)):
+        info = getattr(cand, "cg_info_", None)
+        if info:
+            break
+    else:
+        return None
+    if (getattr(cand, "settings_", None) or {}).get("solver") == "interpolated-flux":
+        return None
+    if not info.get("matvecs") or "seconds" not in info:
+        return None
+    per_product = info["seconds"] / info["matvecs"]
+    solves = DEFAULT_DRAWS_MATFREE + SIGMA_DRAWS + 1 + int(len(info["iterations"]) > 1)
+    fit_tol = float((getattr(cand, "settings_", None) or {}).get("cg_tol", DRAW_RTOL))
+    # CG's residual falls about geometrically: iterations scale with log(tolerance)
+    iterations = max(info["iterations"]) * min(1.0, np.log(DRAW_RTOL) / np.log(min(fit_tol, 0.5)))
+    return float((solves * iterations + 3 * DEFAULT_DRAWS_MATFREE) * per_product)

@@ -1,0 +1,8 @@
+"""The weak form of the Fokker-Planck equation (eq. weak_form) and its least-squares system.
+
+* :mod:`~fpirl.weakform.assembly`: the assembled normal equations (exact band operator);
+* :mod:`~fpirl.weakform.matfree`: the exact matrix-free operator and conjugate gradients;
+* :mod:`~fpirl.weakform.matfree_flux`: the matrix-free operator with the flux interpolated on
+  the grid (6-D);
+* private helpers: reference-element tables, Krylov solver, separable preconditioner.
+"""

@@ -1,0 +1,431 @@
+r"""Matrix-free normal operator of the VSI regression (for high dimension), beside :mod:`fpirl.weakform.assembly`.
+
+The assembled path forms ``A = sum_k Xi_k^T Xi_k`` from the banded second moment of the data
+(``5^d`` numbers per node) and a dense ``n_coef x n_coef`` matrix; both grow out of reach in
+5-D and 6-D. Here ``A`` is only *applied*, by sum factorisation, and the regularised system is
+solved by preconditioned conjugate gradients.
+
+Applying ``A``
+--------------
+With the exact 1-D tables ``t_b^u[j, i, l] = int N_{j+l} (d^u h_i)(d^u w_j) dx`` of
+:func:`fpirl.weakform.assembly.axis_tables` (``u = [b = a]`` for the direction ``a``), the residual of step
+``k`` is ``(Xi_k c)[j] = sum_l pbar_k[j + l] U[j, l]`` with
+
+.. math::
+    U[j, l] = \sum_a \sum_i c_i \prod_b t_b^{[b=a]}[j_b, i_b, l_b],\qquad l \in \{-1, 0, 1\}^d,
+
+i.e. ``grad psi`` weighted by every test gradient and data hat that overlap (``U`` does not depend on
+the data). The adjoint is ``(Xi_k^T r)_i = sum_a sum_{j,l} W[j, l] prod_b t_b^{[b=a]}[j_b, i_b, l_b]``
+with ``W[j, l] = sum_k r_k[j] pbar_k[j + l]``. So one product ``A c`` is
+
+1. ``U`` from ``c``: a walk over the axes with two states (derivative placed or not), 3 small
+   contractions per axis;
+2. one pass over the snapshots, chunk by chunk: ``r_k = sum_l shift_l(pbar_k) U[., l]`` and
+   ``W += r_k shift_l(pbar_k)`` (``3^d`` multiply-adds per node and snapshot, each twice);
+3. the adjoint walk from ``W`` to the coefficients.
+
+Memory is ``O(3^d n_nodes)`` for ``U`` and ``W`` plus one chunk of snapshots; the ``5^d``-banded
+moments and the dense matrix are never formed, and the snapshots need not be in memory together
+(:class:`StreamingSnapshots` reads them chunk by chunk from any sliceable array, e.g. a lazily
+opened xarray variable). The result equals the assembled ``A c`` to rounding (tests: 2-D and 3-D,
+periodic and reflecting).
+
+Preconditioner
+--------------
+Fast diagonalization by per-axis generalized eigenproblems (:class:`fpirl.weakform.matfree.KroneckerPreconditioner`,
+whose docstring states the model).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse
+
+from ..core._errors import FpirlInputError
+from ..core._tensor import apply_along_axes, apply_along_axis
+from ._krylov import Marginals
+from .assembly import NormalEquations, _threaded, build_tables, time_pairs
+from ..core.density import DensitySnapshots
+from ..core.grid import Grid
+
+__all__ = ["KroneckerPreconditioner", "NormalOperator", "StreamingSnapshots", "conjugate_gradient", "h1_apply",
+           "solve_regression", "trace_h1"]
+
+#: snapshots held at once by a pass over the data (a chunk of time pairs)
+DEFAULT_CHUNK_BYTES = 1 << 28
+#: threads for the passes over the data (the elementwise loops release the GIL)
+_SLAB_BYTES = 1 << 20
+_SPARSE_PATTERN_BYTES = 1 << 29
+
+
+class StreamingSnapshots:
+    """Density snapshots read chunk by chunk from a sliceable array (never all in memory).
+
+    Parameters
+    ----------
+    grid : Grid
+    times : array_like, shape (n_t,)
+        Uniformly spaced, increasing.
+    values : array-like, shape (n_t, *grid.shape)
+        Anything that supports ``values[start:stop]`` returning an array (numpy memmap, a
+        lazily opened ``xarray.DataArray``, a netCDF4 or h5py variable). Each chunk is checked
+        (finite, non-negative) when it is read.
+    """
+
+    def __init__(self, grid: Grid, times, values):
+        times = np.asarray(times, dtype=float).ravel()
+        shape = tuple(values.shape)
+        if len(shape) != grid.ndim + 1 or shape[1:] != grid.shape:
+            raise FpirlInputError(f"density has shape {shape}, expected (time, {', '.join(map(str, grid.shape))})")
+        if shape[0] < 2 or times.size != shape[0]:
+            raise FpirlInputError(f"need at least two snapshots with one time each, got {shape[0]} and {times.size}")
+        steps = np.diff(times)
+        if np.any(steps <= 0) or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
+            raise FpirlInputError("snapshot times must be strictly increasing and uniformly spaced")
+        self.grid, self.times, self.values = grid, times, values
+        self._scale = None
+
+    @classmethod
+    def from_snapshots(cls, snapshots: DensitySnapshots) -> "StreamingSnapshots":
+        return cls(snapshots.grid, snapshots.times, snapshots.values)
+
+    @classmethod
+    def open(cls, path) -> "StreamingSnapshots":
+        """A density dataset (netCDF or a Zarr store, the format of :func:`fpirl.io.read_density`)
+        opened lazily: only the coordinates are read now, the ``density`` variable chunk by chunk later."""
+        from pathlib import Path
+
+        import xarray as xr
+
+        from ..io._files import check_readable, grid_from_dataset
+        from ..io._zarr import is_zarr, open_zarr
+
+        path = Path(path)
+        if is_zarr(path):
+            ds = open_zarr(path)
+        else:
+            check_readable(path)
+            try:
+                ds = xr.open_dataset(path)
+            except Exception as exc:  # netCDF4/HDF5 raise many types for unreadable files
+                raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {type(exc).__name__}") from None
+        if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
+            raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
+        grid = grid_from_dataset(ds, "density", leading=("time",))
+        return cls(grid, np.asarray(ds["time"].values, dtype=float), ds["density"].variable)
+
+    @property
+    def dt(self) -> float:
+        return float(self.times[1] - self.times[0])
+
+    @property
+    def n_times(self) -> int:
+        return int(self.times.size)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Snapshots ``start:stop`` as a float array (scaled to unit mass after :meth:`normalize`)."""
+        v = np.asarray(self.values[start:stop], dtype=float)
+        if not np.all(np.isfinite(v)):
+            raise FpirlInputError("density contains NaN or infinite values")
+        if np.any(v < 0):
+            raise FpirlInputError(f"density has negative values (min {v.min():.3g})")
+        if self._scale is not None:
+            v = v * self._scale[start:stop].reshape((-1,) + (1,) * self.grid.ndim)
+        return v
+
+    def normalize(self, chunk: int = 8) -> "StreamingSnapshots":
+        """Scale every snapshot to unit mass (one pass over the data, done lazily afterwards)."""
+        out = StreamingSnapshots(self.grid, self.times, self.values)
+        mass = np.concatenate([self.grid.integrate(self.read(s, min(s + chunk, self.n_times)))
+                               for s in range(0, self.n_times, chunk)])
+        if np.any(mass <= 0):
+            raise FpirlInputError("a density snapshot has zero total mass")
+        out._scale = 1.0 / mass
+        return out
+
+    def pair_chunks(self, chunk: int) -> Iterator[np.ndarray]:
+        """Consecutive overlapping blocks of ``chunk + 1`` snapshots (``chunk`` time pairs each)."""
+        for start in range(0, self.n_times - 1, chunk):
+            yield self.read(start, min(start + chunk + 1, self.n_times))
+
+
+def _pad(values: np.ndarray, periodic: bool) -> np.ndarray:
+    """``(K, *shape)`` -> ``(*shape + 2, K)``: snapshot axis last, one halo node per side."""
+    d = values.ndim - 1
+    q = np.moveaxis(values, 0, -1)
+    return np.pad(q, [(1, 1)] * d + [(0, 0)], mode="wrap" if periodic else "constant")
+
+
+class NormalOperator:
+    """``c -> A c`` with ``A = sum_k Xi_k^T Xi_k`` (see the module docstring), and the right-hand sides.
+
+    Parameters
+    ----------
+    source : StreamingSnapshots or DensitySnapshots
+    hermite : HermiteSpace
+    time_scheme : {'midpoint', 'explicit'}
+    quadrature_points : int
+    chunk_bytes : int
+        Memory for one chunk of snapshots in a pass over the data.
+    compress : float or None
+        Relative eigenvalue cut-off of the exact POD compression of the time pairs
+        (:meth:`_compress`); ``None`` streams the snapshots in every product instead.
+
+    Attributes
+    ----------
+    rhs : NormalEquations
+        ``xtg``, ``xtc``, ``gg``, ``gc``, ``cc``, ``n_rows`` (``xtx`` is None).
+    n_matvec : int
+        Products with ``A`` so far.
+    """
+
+    def __init__(self, source, hermite, *, time_scheme="midpoint", quadrature_points=3, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                 compress: float | None = 1e-13):
+        if isinstance(source, DensitySnapshots):
+            source = StreamingSnapshots.from_snapshots(source)
+        self.source = source
+        self.grid = source.grid
+        self.hermite = hermite
+        self.time_scheme = time_scheme
+        time_pairs(np.zeros((2, 1)), 1.0, time_scheme)  # validates the scheme
+        self.tables = build_tables(self.grid, hermite, quadrature_points)
+        self.d = self.grid.ndim
+        self.shape = self.grid.shape
+        # (nd_b, 3 n_b) matrices: T[u][i, l * n + j] = t[u, j, i, l]
+        self._T = [[np.ascontiguousarray(tb.t[u].transpose(1, 2, 0).reshape(tb.hermite.n_dofs, -1)) for u in (0, 1)]
+                   for tb in self.tables]
+        self._shifts = list(itertools.product(range(3), repeat=self.d))
+        per_snapshot = 8 * self.grid.size * 6  # block, pbar, padded copy, r, temporary
+        self.chunk = int(max(1, min(source.n_times - 1, chunk_bytes // per_snapshot)))
+        self.n_matvec = 0
+        self.rhs = self._right_hand_sides()
+        self._modes, self.n_modes = None, None
+        if compress is not None:
+            self._compress(compress)
+
+    # --- coefficient <-> (j, l) band --------------------------------------------------------
+    # U and W are stored interleaved, shape (3, n_1, 3, n_2, ..., 3, n_d): entry [l_1, j_1, ...].
+    def _band_shape(self):
+        return tuple(v for n in self.shape for v in (3, n))
+
+    @staticmethod
+    def _key(idx, slab=()):
+        """Index of ``[l, j]`` in the interleaved layout: ``j`` fixed on the slab axes, all elsewhere."""
+        lead = len(slab)
+        return tuple(v for b in range(lead) for v in (idx[b], slab[b])) + \
+            tuple(v for b in range(lead, len(idx)) for v in (idx[b], slice(None)))
+
+    @staticmethod
+    def _apply_axis(x: np.ndarray, b: int, M: np.ndarray) -> np.ndarray:
+        """``M`` applied to axis ``b`` of ``x`` (order kept): one (batched) NN GEMM, no transposes."""
+        return apply_along_axis(x, b, M)
+
+    def _walk(self, x: np.ndarray, mats, order) -> np.ndarray:
+        """``sum_a kron_b mats[b][[b == a]]`` applied to ``x`` (two states: derivative placed or not)."""
+        x0, x1 = x, None
+        for n, b in enumerate(order):
+            M0, M1 = mats[b]
+            n1 = self._apply_axis(x0, b, M1)
+            if x1 is not None:
+                n1 += self._apply_axis(x1, b, M0)
+            x0 = self._apply_axis(x0, b, M0) if n < len(order) - 1 else None
+            x1 = n1
+        return x1
+
+    def _forward(self, c: np.ndarray) -> np.ndarray:
+        """``U[l, j]`` (interleaved layout) from the coefficients ``c``; the last axis first, so the
+        largest products are single GEMMs with a long row dimension."""
+        x = np.asarray(c, dtype=float).reshape(self.hermite.shape)
+        U = self._walk(x, [(T0.T, T1.T) for T0, T1 in self._T], range(self.d - 1, -1, -1))
+        return U.reshape(self._band_shape())
+
+    def _adjoint(self, W: np.ndarray) -> np.ndarray:
+        """``sum_a sum_{j,l} W[l, j] prod_b t_b^{[b=a]}[j_b, i_b, l_b]``, shape ``hermite.shape``."""
+        x = W.reshape(tuple(3 * n for n in self.shape))
+        return self._walk(x, self._T, range(self.d))
+
+    def _views(self, padded: np.ndarray):
+        """``shift_l(pbar)`` for every ``l``: views of the padded chunk, shape ``(*grid.shape, K)``."""
+        for idx in self._shifts:
+            yield idx, padded[tuple(slice(i, i + n) for i, n in zip(idx, self.shape))]
+
+    def _pbar_chunks(self):
+        for block in self.source.pair_chunks(self.chunk):
+            yield block, time_pairs(block, self.source.dt, self.time_scheme)
+
+    # --- products ---------------------------------------------------------------------------
+    def _compress(self, rtol: float) -> None:
+        """Replace the snapshots by the POD "pseudo-snapshots" ``q_m = sum_k U_km pbar_k``.
+
+        With ``G = Pbar Pbar^T = U Lambda U^T`` (the ``K x K`` Gram matrix of the time pairs, one
+        streamed pass over pairs of chunks), ``sum_k Xi(pbar_k)^T Xi(pbar_k) =
+        sum_m Xi(q_m)^T Xi(q_m)`` exactly because ``Xi`` is linear and ``U`` orthogonal; modes with
+        ``lambda_m < rtol lambda_max`` change ``A`` by less than ``rtol`` relative and are dropped.
+        Smooth Fokker-Planck data need ~11 of 19 modes at ``rtol = 1e-13``. The ``r x n_nodes``
+        modes stay in memory; later products with ``A`` no longer read the data.
+        """
+        chunks = list(range(0, self.source.n_times - 1, self.chunk))
+        K = self.source.n_times - 1
+        G = np.zeros((K, K))
+        for i, (_, (pi, _)) in zip(chunks, self._pbar_chunks()):
+            pi = pi.reshape(pi.shape[0], -1)
+            for j, (_, (pj, _)) in zip(chunks, self._pbar_chunks()):
+                if j >= i:
+                    G[i : i + len(pi), j : j + len(pj)] = pi @ pj.reshape(pj.shape[0], -1).T
+        G = np.triu(G) + np.triu(G, 1).T
+        lam, vec = scipy.linalg.eigh(G)
+        keep = lam > rtol * lam[-1]
+        vec = vec[:, keep]
+        Q = np.zeros((vec.shape[1], self.grid.size))
+        for i, (_, (pi, _)) in zip(chunks, self._pbar_chunks()):
+            Q += vec[i : i + len(pi)].T @ pi.reshape(pi.shape[0], -1)
+        self._modes = Q.reshape((-1,) + self.shape)
+        self.n_modes = int(vec.shape[1])
+
+    def matvec(self, c: np.ndarray) -> np.ndarray:
+        """``A c`` (flat): one pass over the snapshots (or over the POD modes, see :meth:`_compress`)."""
+        U = self._forward(c)
+        W = np.zeros_like(U)
+        if self._modes is not None:
+            self._band_pass(U, _pad(self._modes, self.grid.periodic), W)
+        else:
+            for _, (pbar, _) in self._pbar_chunks():
+                self._band_pass(U, _pad(pbar, self.grid.periodic), W)
+        self.n_matvec += 1
+        return self._adjoint(W).ravel()
+
+    def _band_pass(self, U: np.ndarray, P: np.ndarray, W: np.ndarray) -> None:
+        """``W[l] += sum_k r_k shift_l(pbar_k)`` with ``r_k = sum_l shift_l(pbar_k) U[l]``.
+
+        Runs over slabs of the leading axes (so that each slab's arrays stay in cache), split
+        between threads (numpy releases the GIL in the elementwise loops).
+        """
+        d, shape = self.d, self.shape
+        K = P.shape[-1]
+        lead = 0  # leading axes looped over: the rest of a slab (with all snapshots) fits in ~1 MB
+        while lead < d - 1 and 8 * K * int(np.prod(shape[lead:])) > _SLAB_BYTES:
+            lead += 1
+        slabs = list(itertools.product(*[range(n) for n in shape[:lead]]))
+        tail = shape[lead:]
+        sub = "".join(chr(ord("a") + b) for b in range(len(tail)))
+        expr = f"{sub}k,{sub}k->{sub}"
+
+        r_all = self._residuals_sparse(U, P)
+
+        def work(part):
+            r = np.empty(tail + (K,))
+            tmp = np.empty_like(r)
+            for slab in part:
+                views = [P[tuple(s + i for s, i in zip(slab, idx[:lead]))
+                           + tuple(slice(i, i + n) for i, n in zip(idx[lead:], tail))] for idx in self._shifts]
+                if r_all is not None:
+                    r = r_all[slab]
+                else:
+                    r.fill(0.0)
+                    for idx, view in zip(self._shifts, views):
+                        np.multiply(view, U[self._key(idx, slab)][..., None], out=tmp)
+                        r += tmp
+                for idx, view in zip(self._shifts, views):
+                    W[self._key(idx, slab)] += np.einsum(expr, r, view)
+
+        _threaded(work, slabs)
+
+    def _residuals_sparse(self, U: np.ndarray, P: np.ndarray):
+        """All ``r_k = sum_l shift_l(pbar_k) U[l]`` as one sparse-times-dense product, or None.
+
+        The band ``U`` is a sparse ``n_nodes x n_padded`` matrix with ``3^d`` entries per row (the
+        column pattern is fixed and cached); scipy's compiled CSR product then replaces ``3^d``
+        elementwise passes (2-3x less CPU). Used while the cached pattern stays under
+        ``_SPARSE_PATTERN_BYTES``.
+        """
+        d, shape, K = self.d, self.shape, P.shape[-1]
+        n_band = 3**d * self.grid.size
+        if 4 * n_band > _SPARSE_PATTERN_BYTES:
+            return None
+        pshape = P.shape[:-1]
+        if getattr(self, "_pattern", None) is None or self._pattern[0] != pshape:
+            j = np.indices(shape).reshape(d, -1)
+            cols = np.stack([np.ravel_multi_index(tuple(j[b] + idx[b] for b in range(d)), pshape)
+                             for idx in self._shifts], axis=1).astype(np.int32)
+            self._pattern = (pshape, cols.ravel(), np.arange(0, n_band + 1, 3**d))
+        _, cols, indptr = self._pattern
+        # U[l_1, j_1, ..., l_d, j_d] -> data[(j_1..j_d), (l_1..l_d)]
+        data = U.transpose(list(range(1, 2 * d, 2)) + list(range(0, 2 * d, 2))).ravel()
+        B = scipy.sparse.csr_matrix((data, cols, indptr), shape=(self.grid.size, int(np.prod(pshape))))
+        return (B @ P.reshape(-1, K)).reshape(shape + (K,))
+
+    def _right_hand_sides(self) -> NormalEquations:
+        d = self.d
+        Wg = np.zeros(self._band_shape())
+        Wc = np.zeros_like(Wg)
+        gg = gc = cc = 0.0
+        n_rows = 0
+        mass = [tb.mass for tb in self.tables]
+        trace_mats = self._trace_matrices()
+        trace = 0.0
+        marg = Marginals(self.shape)
+        for _, (pbar, pdot) in self._pbar_chunks():
+            trace += self._trace_term(pbar, trace_mats)
+            marg.add(pbar)
+            g = apply_along_axes(pdot, mass)
+            c = np.zeros_like(pbar)
+            for a in range(d):
+                c += apply_along_axes(pbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(self.tables)])
+            gg += float(np.vdot(g, g))
+            gc += float(np.vdot(g, c))
+            cc += float(np.vdot(c, c))
+            n_rows += g.size
+            P = _pad(pbar, self.grid.periodic)
+            G, C = np.moveaxis(g, 0, -1), np.moveaxis(c, 0, -1)
+            sub = "".join(chr(ord("a") + b) for b in range(d))
+            expr = f"{sub}k,{sub}k->{sub}"
+            for idx, view in self._views(P):
+                Wg[self._key(idx)] += np.einsum(expr, G, view)
+                Wc[self._key(idx)] += np.einsum(expr, C, view)
+        self.trace = trace
+        self.marginals = marg.normalised()
+        return NormalEquations(None, self._adjoint(Wg).ravel(), self._adjoint(Wc).ravel(), gg, gc, cc, n_rows)
+
+    def _trace_matrices(self):
+        """Per axis and ``(u, v)``: the pentadiagonal ``Vt[n, n + delta] = sum_i V^{uv}[(i, i), (n, delta)]``."""
+        out = []
+        for tb in self.tables:
+            nd, n = tb.hermite.n_dofs, tb.fe.n_nodes
+            diag = np.arange(nd) * (nd + 1)
+            mats = {}
+            for key, V in tb.v.items():
+                band = V[diag].sum(axis=0).reshape(n, 5)
+                M = np.zeros((n, n))
+                for di in range(5):
+                    cols = np.arange(n) + di - 2
+                    ok = (cols >= 0) & (cols < n) if not tb.fe.periodic else np.ones(n, bool)
+                    M[np.arange(n)[ok], cols[ok] % n] += band[ok, di]
+                mats[key] = M
+            out.append(mats)
+        return out
+
+    def _trace_term(self, pbar: np.ndarray, mats) -> float:
+        """``sum_k sum_{a,a'} pbar_k . (kron_b Vt_b^{[b=a][b=a']}) pbar_k``: the trace of ``A`` (walk, 3 states)."""
+        d = self.d
+        s0, s1, s2 = pbar, None, None  # no mark, one mark (first of a < a'), both marks
+        for b in range(d):
+            m = [mats[b][k] for k in ((0, 0), (1, 0), (0, 1), (1, 1))]
+            ap = lambda M, x: np.moveaxis(np.tensordot(M, x, axes=([1], [1 + b])), 0, 1 + b)  # noqa: E731
+            n2 = ap(m[3], s0)  # both marks on this axis
+            if s1 is not None:
+                n2 += 2.0 * ap(m[2], s1)  # second mark here: (a, a') and (a', a) give equal traces
+            if s2 is not None:
+                n2 += ap(m[0], s2)
+            n1 = ap(m[1], s0) + (ap(m[0], s1) if s1 is not None else 0.0)
+            s0, s1, s2 = ap(m[0], s0), n1, n2
+        return float(np.vdot(pbar, s2))
+
+
+# the solver lives in a private module; re-exported here as the public entry points
+from ._krylov import (  # noqa: E402
+    KroneckerPreconditioner, conjugate_gradient, h1_apply, solve_regression, trace_h1,
+)
