@@ -5,7 +5,7 @@ import pytest
 
 from fpirl import FpirlInputError, HermiteSpace
 from fpirl.estimators import TRACK_ESTIMATORS, IncrementsEstimator
-from fpirl.estimators._assembly import assemble_increments
+from fpirl.weakform.increment_system import assemble_increments
 from fpirl.forward.markov import sample_sde
 from fpirl.tracks import TrackTable
 

@@ -33,6 +33,7 @@ MOVED = {
     "fpirl._transitions": "fpirl.tracks.steps",
     "fpirl._zarr": "fpirl.io._zarr",
     "fpirl.adequacy": "fpirl.evaluation.adequacy",
+    "fpirl.estimators._assembly": "fpirl.weakform.increment_system",
     "fpirl.assembly": "fpirl.weakform.assembly",
     "fpirl.baselines": "fpirl.evaluation.baselines",
     "fpirl.binning": "fpirl.tracks.binning",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.ndimage
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
@@ -197,8 +198,6 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         bandwidths = []
         it = range(snap_frames.size)
         if self.progress:
-            from tqdm.auto import tqdm
-
             it = tqdm(it, desc="snapshots", unit="snapshot")
         for k in it:
             a, b = np.searchsorted(fsorted, [snap_frames[k] - w, snap_frames[k] + w + 1])

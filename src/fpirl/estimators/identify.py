@@ -24,6 +24,7 @@ import numpy as np
 import scipy.linalg
 
 from ..weakform import matfree
+from ..weakform.matfree_flux import FluxOperator
 from ..core._errors import FpirlInputError
 from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
@@ -33,6 +34,7 @@ from ..weakform.assembly import NormalEquations, assemble_normal_equations
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
+from ..distributed import accumulate_normal_equations
 
 #: Default relative Tikhonov weight; chosen by ``tests/test_identify.py::test_default_ridge_is_in_the_plateau``.
 DEFAULT_RIDGE = 1e-9
@@ -310,8 +312,6 @@ class PotentialEstimator(FittedPotentialMixin):
             snapshots = snapshots.normalized()
         ne = normal_equations
         if ne is None and self.scheduler is not None:
-            from ..distributed import accumulate_normal_equations
-
             ne = accumulate_normal_equations(snapshots, hermite, scheduler=self.scheduler, time_scheme=self.time_scheme,
                                              quadrature_points=self.quadrature_points, progress=self.progress)
         if ne is None:
@@ -398,7 +398,7 @@ class PotentialEstimator(FittedPotentialMixin):
         if self.normalize:
             source = source.normalize()
         if solver == "interpolated-flux":
-            from ..weakform.matfree_flux import FluxOperator as operator
+            operator = FluxOperator
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)

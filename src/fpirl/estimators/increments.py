@@ -7,7 +7,7 @@ Sampled at the table's interval ``dt``, eq. ``SDE`` with Euler-Maruyama reads
 
 so with a constant beta the maximum-likelihood ``psi = sum_i theta_i phi_i`` is the least-squares
 fit of ``v_k = (x_{k+1} - x_k) / dt`` by ``-grad psi(x_k)`` on the drift axes (see
-:mod:`fpirl.estimators._assembly`), with the same zero-mean constraint and Tikhonov penalty
+:mod:`fpirl.weakform.increment_system`), with the same zero-mean constraint and Tikhonov penalty
 ``lambda int |grad psi|^2`` as :class:`fpirl.estimators.identify.PotentialEstimator`. beta follows from the
 residual variance, ``2 dt / beta = RSS dt^2 / n_rows``.
 
@@ -55,11 +55,12 @@ import xarray as xr
 from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
 from ..tracks.table import TrackTable
-from ._assembly import assemble_increments
+from ..weakform.increment_system import assemble_increments
 from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge, check_tracks,
                     default_result_elements, embed_constant_axes)
 from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
                         solve_increments, track_folds)
+from ..distributed import accumulate_increments
 
 #: Relative ridge with a fixed resolution and ``ridge=None``.
 DEFAULT_RIDGE = 1e-4
@@ -95,8 +96,6 @@ def _regression_data(tracks: TrackTable, lag: int):
 
 
 def _distributed_increments(space, points, velocity, drift, weights, scheduler):
-    from ..distributed import accumulate_increments
-
     return accumulate_increments(space, points, velocity, drift, weights, scheduler=scheduler)
 
 

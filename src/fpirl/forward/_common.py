@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
@@ -130,8 +131,6 @@ class _ForwardSolver:
         state = self._to_state(self._initial_values(initial))
         bar = None
         if progress:
-            from tqdm import tqdm
-
             bar = tqdm(total=times.size, desc=type(self).__name__, unit="snapshot")
         t = 0.0
         try:

@@ -16,6 +16,8 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ..tracks.table import TrackTable
+from ._posterior import samples_posterior
+from ..distributed import run_tasks
 
 #: Bootstrap replicates by default.
 DEFAULT_REPLICATES = 100
@@ -66,7 +68,6 @@ def bootstrap_tracks(est, tracks: TrackTable, n_replicates: int = DEFAULT_REPLIC
                      n_jobs: int | None = None, progress: bool = False):
     """Bootstrap distribution of a fitted track estimator (module doc) as a
     :class:`~fpirl.uncertainty.CoefficientPosterior` with ``method='bootstrap'``."""
-    from .estimate import samples_posterior
 
     if int(n_replicates) != n_replicates or n_replicates < 2:
         raise FpirlInputError(f"the bootstrap needs at least 2 replicates, got {n_replicates!r}")
@@ -79,7 +80,5 @@ def bootstrap_tracks(est, tracks: TrackTable, n_replicates: int = DEFAULT_REPLIC
 
 
 def run_bootstrap(draws, tracks, cls, params, scheduler, n_jobs, progress):
-    from ..distributed import run_tasks
-
     return run_tasks(_replicate, draws, scheduler=scheduler, n_jobs=n_jobs, progress=progress, desc="bootstrap",
                      shared=(tracks, cls, params))

@@ -57,6 +57,13 @@ class IncrementSystem:
         return float(max(t @ self.A @ t + 2.0 * t @ self.b + self.c, 0.0))
 
 
+def candidate_space(lower, upper, periodic: bool, elements) -> tuple[HermiteSpace, list[int]]:
+    """The Hermite space of a candidate on its axes with elements (``kept``), and those axes."""
+    kept = [i for i, e in enumerate(elements) if e > 0]
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    return HermiteSpace(lower[kept], upper[kept], [elements[i] for i in kept], periodic), kept
+
+
 def _row_kron(tables: list[np.ndarray]) -> np.ndarray:
     """Row-wise Kronecker product of ``(m, 4)`` tables: ``(m, 4^d)`` in C order of the axes."""
     out = tables[0]
