@@ -34,6 +34,7 @@ MOVED = {
     "fpirl._zarr": "fpirl.io._zarr",
     "fpirl.adequacy": "fpirl.evaluation.adequacy",
     "fpirl.estimators._assembly": "fpirl.weakform.increment_system",
+    "fpirl.forward._simulate": "fpirl.forward.pde",
     "fpirl.assembly": "fpirl.weakform.assembly",
     "fpirl.baselines": "fpirl.evaluation.baselines",
     "fpirl.binning": "fpirl.tracks.binning",

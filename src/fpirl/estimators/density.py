@@ -244,7 +244,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
             herm_sel = "rule"
         else:
             herm_sel = "fixed"
-            herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1)
+            herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1, auto=True)
         inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
                                    time_scheme=self.time_scheme, progress=self.progress).fit(snaps)
         self.estimator_ = inner

@@ -299,7 +299,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
             elements = self.cv_["chosen_elements"]
             ridge = self.cv_["chosen_ridge"]
         else:
-            elements = check_elements(self.hermite_elements, tracks.ndim, minimum=minimum)
+            elements = check_elements(self.hermite_elements, tracks.ndim, minimum=minimum, auto=True)
             ridge = DEFAULT_RIDGE if ridge is None else ridge
         fit_space, kept = candidate_space(tracks.lower, tracks.upper, periodic, elements)
         if auto:

@@ -43,13 +43,6 @@ def _check_times(times) -> np.ndarray:
     return times
 
 
-def _check_beta(beta) -> float:
-    beta = float(beta)
-    if not (np.isfinite(beta) and beta > 0):
-        raise FpirlInputError(f"beta must be finite and positive, got {beta}")
-    return beta
-
-
 def _mesh(coords: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(np.meshgrid(*coords, indexing="ij"), axis=-1)
 

@@ -49,7 +49,7 @@ import numpy as np
 import scipy.linalg
 
 from ..core._errors import FpirlInputError
-from ..core.hermite import HermiteSpace
+from ..core.hermite import HermiteSpace, embed_constant_axes
 from ._posterior import (BAND_QUANTILES, BASIS_ERROR_FACTOR, CoefficientPosterior, _conditioned_factor,  # noqa: F401
                          samples_posterior)
 from ..core.density import DensitySnapshots
@@ -154,17 +154,8 @@ def increments_posterior(est) -> CoefficientPosterior:
 
 def _embed_columns(F: np.ndarray, space: HermiteSpace, kept, full: HermiteSpace) -> np.ndarray:
     """Columns of coefficients of ``space`` (axes ``kept`` of ``full``) as coefficients of ``full``,
-    constant along the other axes (value dofs 1, slope dofs 0 on their single Hermite element)."""
-    out = F.T.reshape((F.shape[1],) + space.shape)
-    const = np.array([1.0, 0.0, 1.0, 0.0])
-    for i in range(full.ndim):
-        if i not in kept:
-            if full.shape[i] != const.size:
-                raise FpirlInputError(f"axis {i}: psi is constant there but its Hermite axis has {full.shape[i]} dofs")
-            shape = [1] * (out.ndim + 1)
-            shape[i + 1] = const.size
-            out = np.expand_dims(out, i + 1) * const.reshape(shape)
-    return out.reshape(F.shape[1], -1).T
+    constant along the other axes (:func:`fpirl.core.hermite.embed_constant_axes`)."""
+    return embed_constant_axes(F.T, space, kept, full, batch=1).reshape(F.shape[1], -1).T
 
 
 def posterior(est, snapshots=None, rng=0, progress: bool = False) -> CoefficientPosterior:

@@ -25,6 +25,7 @@ from ...evaluation.adequacy import HelmholtzCheck
 from ...evaluation.baselines import fit_baselines
 from ...evaluation.heldout import fpirl_loglik, heldout_loglik
 from ...io.netcdf import atomic_write, result_dataset, write_result
+from ...tracks.result_attrs import table_attrs
 from ...workflows import recover_mdp_from_fit
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
 from ._mobility import MobilityModel, select_mobility
@@ -93,11 +94,8 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     check = HelmholtzCheck(random_state=SEED).fit(train)
 
     mdp = recover_mdp_from_fit(est, train.dt)
-    src = dict(train.source or {})
-    extra = {**base.to_attrs(), **check.to_attrs(), "source": str(csv), "source_kind": "tracks",
-             "estimator": "increments", **{k: v for k, v in est.result_extra().items()}, "table_track": spec.track,
-             "table_time": spec.time, "table_state": ",".join(spec.state), "table_action": "velocity",
-             "table_stride": int(src.get("stride", 1))}
+    extra = {**base.to_attrs(), **check.to_attrs(), **est.result_extra(), **table_attrs(train, source=csv),
+             "estimator": "increments"}
     write_result(folder / "result.nc", result_dataset(est, mdp=mdp, dt=train.dt, gamma=mdp.gamma, extra=extra))
     for part, name in ((train, "train.csv"), (test, "test.csv")):
         _subset_csv(csv, spec, part.track_ids, folder / name)
