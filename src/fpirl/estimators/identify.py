@@ -195,6 +195,7 @@ class PotentialEstimator(FittedPotentialMixin):
 
     def __init__(
         self,
+        *,
         hermite_elements=4,
         beta=None,
         estimate_beta=False,

@@ -10,14 +10,12 @@ the replicates' ``[theta; 1/beta]`` form the sample that :mod:`fpirl.uncertainty
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..distributed import run_tasks
 from ..tracks.table import TrackTable
 from ._posterior import samples_posterior
-from ..distributed import run_tasks
 
 #: Bootstrap replicates by default.
 DEFAULT_REPLICATES = 100
@@ -41,7 +39,7 @@ def resample_tracks(tracks: TrackTable, chosen) -> TrackTable:
 
 def refit_params(est) -> dict:
     """Constructor arguments reproducing ``est`` at its fitted resolution and ridge, without progress."""
-    params = {k: getattr(est, k) for k in inspect.signature(type(est)).parameters if hasattr(est, k)}
+    params = est.get_params(deep=False)
     kept = tuple(getattr(est, "fit_axes_", range(est.hermite_.ndim)))
     if len(kept) < est.hermite_.ndim:
         raise FpirlInputError("the bootstrap refits at a fixed resolution, which cannot keep psi constant along "

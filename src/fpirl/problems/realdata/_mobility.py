@@ -133,7 +133,7 @@ class MobilityModel:
 
     def fit(self, table):
         sub = _action_table(table)
-        base = VelocityPotentialEstimator(self.hermite_elements, self.ridge).fit(table)
+        base = VelocityPotentialEstimator(hermite_elements=self.hermite_elements, ridge=self.ridge).fit(table)
         A = list(table.action_axes)
         self.lower_, self.upper_ = table.lower[A], table.upper[A]
         self.space_ = HermiteSpace(self.lower_, self.upper_, self.hermite_elements, periodic=False)
