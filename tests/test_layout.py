@@ -145,3 +145,29 @@ def test_numerics_do_not_import_cli_plotting_or_problems(room):
     edges = _room_edges()
     bad = [b for b in ("fpirl.cli", "fpirl.plotting", "fpirl.problems") if (f"fpirl.{room}", b) in edges]
     assert not bad, f"fpirl.{room} imports {bad}"
+
+
+#: third-party packages an fpirl module may import inside a function: the optional extras
+OPTIONAL = ("pyarrow", "zarr", "distributed", "dask", "gymnasium")
+
+
+def test_imports_inside_functions_only_for_optional_packages():
+    """Outside the command line (whose lazy imports keep ``fpirl --help`` light), an import inside
+    a function is only for an optional extra; everything else is imported at module level."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        name, _ = _module_name(path)
+        if name == "fpirl" or name.startswith("fpirl.cli"):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom):
+                    mods = ["." * node.level + (node.module or "")]
+                elif isinstance(node, ast.Import):
+                    mods = [a.name for a in node.names]
+                else:
+                    continue
+                bad += [f"{name}.{fn.name}: {m}" for m in mods if m.split(".")[0] not in OPTIONAL]
+    assert not bad, bad

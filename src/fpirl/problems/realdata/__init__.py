@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from tqdm.auto import tqdm
 
 from ...core._errors import FpirlInputError
@@ -39,8 +40,6 @@ SEED = 0
 
 
 def _subset_csv(src: Path, spec: TrackSet, ids, out: Path) -> Path:
-    import pandas as pd
-
     df = pd.read_csv(src)
     keep = df[spec.track].astype(str).isin({str(i) for i in ids})
     atomic_write(out, lambda tmp: df[keep].to_csv(tmp, index=False))

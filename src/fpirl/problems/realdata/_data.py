@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from ...core._errors import FpirlInputError
 from ...io.netcdf import atomic_write
 from ...tracks.reading import read_tracks
@@ -92,7 +94,6 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
     src = spec.path(data_dir)
     if spec.fps is None:
         return src
-    import pandas as pd
 
     out = Path(work_dir) / f"{spec.name}.csv"
     if not out.exists():
