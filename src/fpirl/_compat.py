@@ -34,6 +34,7 @@ MOVED = {
     "fpirl._zarr": "fpirl.io._zarr",
     "fpirl.adequacy": "fpirl.evaluation.adequacy",
     "fpirl.estimators._assembly": "fpirl.weakform.increment_system",
+    "fpirl.estimators.density": "fpirl.estimators.track_density",
     "fpirl.forward._simulate": "fpirl.forward.pde",
     "fpirl.assembly": "fpirl.weakform.assembly",
     "fpirl.baselines": "fpirl.evaluation.baselines",
