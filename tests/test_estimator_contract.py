@@ -119,6 +119,7 @@ def test_parameters_are_keyword_only_and_round_trip(case):
     assert est.get_params()[name] == "changed" and getattr(est, name) == "changed"
     with pytest.raises(ValueError, match="not a parameter"):
         est.set_params(no_such_parameter=1)
+    assert repr(est).startswith(type(est).__name__ + "(") and f"{name}='changed'" in repr(est)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

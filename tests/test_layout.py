@@ -132,6 +132,16 @@ def _room_edges() -> frozenset[tuple[str, str]]:
                      for b in targets)
 
 
+def test_rooms_form_no_cycle():
+    """The rooms (subpackages and top-level modules) are layered: no two reach each other."""
+    graph: dict[str, set[str]] = {}
+    for a, b in _room_edges():
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
 #: rooms that hold the numerics: they never reach the command line, the figures or the problems
 NUMERICS = ("core", "weakform", "estimators", "mdp", "forward", "evaluation", "uncertainty", "tracks")
 
