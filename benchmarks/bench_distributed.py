@@ -115,7 +115,7 @@ def child_tracks(mode, path):
 
         stream_increments_parquet(path, track="id", time="t", state=["x", "y"], space=space, dt=0.01)
     else:
-        from fpirl.estimators._assembly import assemble_increments
+        from fpirl.weakform.increment_system import assemble_increments
         from fpirl.tracks.reading import read_tracks
 
         tracks = read_tracks(path, track="id", time="t", state="x,y", boundary="periodic", bounds=[(-1, 1), (-1, 1)])

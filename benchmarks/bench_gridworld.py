@@ -82,7 +82,7 @@ def main(argv=None):
         grid = spec.grid(Ns[-1])
         snaps, _ = fp_data(grid, solver, values, spec.times)
         del values
-        est = PotentialEstimator(spec.hermite_elements, beta=spec.beta).fit(snaps)
+        est = PotentialEstimator(hermite_elements=spec.hermite_elements, beta=spec.beta).fit(snaps)
         other = potential_errors(spec, est.hermite_, est.coef_, spec.grid(spec.eval_elements))
         base = cold["per_N"][Ns[-1]]["fp"]
         report["resolution_check"] = {

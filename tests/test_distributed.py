@@ -14,7 +14,7 @@ from fpirl.core._errors import FpirlInputError
 from fpirl.weakform.assembly import assemble_normal_equations
 from fpirl.distributed import (_chunk_task, accumulate_increments, accumulate_normal_equations, add_normal_equations,
                                check_scheduler, dask_client, run_tasks, snapshot_chunks, stream_normal_equations)
-from fpirl.estimators._assembly import assemble_increments
+from fpirl.weakform.increment_system import assemble_increments
 from fpirl.core.hermite import HermiteSpace
 from fpirl.io import write_density
 from fpirl.problems.synthetic import Problem

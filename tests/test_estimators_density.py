@@ -5,7 +5,7 @@ import pytest
 
 from fpirl import FpirlInputError
 from fpirl.estimators import TRACK_ESTIMATORS, TrackDensityEstimator
-from fpirl.estimators.density import scott_bandwidth, smooth_density
+from fpirl.estimators.track_density import scott_bandwidth, smooth_density
 from fpirl.core.grid import Grid
 from fpirl.tracks import TrackTable
 

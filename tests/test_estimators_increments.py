@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from fpirl import FpirlInputError, HermiteSpace
+from fpirl import FpirlInputError, HermiteSpace, NotFittedError
 from fpirl.estimators import TRACK_ESTIMATORS, IncrementsEstimator
-from fpirl.estimators._assembly import assemble_increments
+from fpirl.weakform.increment_system import assemble_increments
 from fpirl.forward.markov import sample_sde
 from fpirl.tracks import TrackTable
 
@@ -165,7 +165,7 @@ def test_bad_params(tracks1):
     one_track = tracks1.select_tracks([0])
     with pytest.raises(FpirlInputError, match="2 tracks"):
         IncrementsEstimator().fit(one_track)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotFittedError):
         IncrementsEstimator().potential(np.zeros((2, 1)))
 
 

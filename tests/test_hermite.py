@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from fpirl.core.hermite import HermiteAxis, HermiteSpace, reference_cubics
+from fpirl import FpirlInputError
+from fpirl.core.hermite import HermiteAxis, HermiteSpace, element_cubics, embed_constant_axes, reference_cubics
 
 
 def test_reference_cubics_nodal_conditions():
@@ -114,3 +115,35 @@ def test_mean_functional_and_constant_mode(rng):
     # the constant mode has zero gradient energy
     c = space.constant_mode().ravel()
     assert abs(c @ space.h1_seminorm_matrix() @ c) < 1e-12
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_constant_axes_embedding_reproduces_the_function_of_the_kept_axes(rng, periodic):
+    """psi on axes (0, 2) of a 3-D box, embedded: equal to psi(x[[0, 2]]) at random points, for a
+    batch of coefficient vectors (the covariance-column use) as for one."""
+    low = 2 if periodic else 1
+    space = HermiteSpace([-1.0, 0.0], [1.0, 2.0], [3, 4], periodic)
+    full = HermiteSpace([-1.0, -5.0, 0.0], [1.0, 5.0, 2.0], [3, low, 4], periodic)
+    coefs = rng.standard_normal((3,) + space.shape)
+    pts = rng.uniform([-1.0, -5.0, 0.0], [1.0, 5.0, 2.0], size=(50, 3))
+    batch = embed_constant_axes(coefs, space, [0, 2], full, batch=1)
+    assert batch.shape == (3,) + full.shape
+    for c, e in zip(coefs, batch):
+        np.testing.assert_allclose(full.evaluate(e, pts), space.evaluate(c, pts[:, [0, 2]]), atol=1e-12)
+        np.testing.assert_array_equal(embed_constant_axes(c, space, [0, 2], full), e)
+    with pytest.raises(FpirlInputError, match="constant"):
+        embed_constant_axes(coefs[0], space, [0, 2], HermiteSpace([-1, -5, 0], [1, 5, 2], [3, 3, 4], periodic))
+
+
+def test_element_cubics_are_the_x_derivatives_of_the_scaled_shape_functions():
+    """On an element of length H: values, x-slopes and second x-derivatives of phi_j = h_j and
+    H h_j (slope dofs) against central differences of the closed forms."""
+    H, xi, eps = 0.37, np.linspace(0.05, 0.95, 7), 1e-5
+    closed = [lambda t: 1 - 3 * t**2 + 2 * t**3, lambda t: H * (t - 2 * t**2 + t**3),
+              lambda t: 3 * t**2 - 2 * t**3, lambda t: H * (t**3 - t**2)]
+    for j, f in enumerate(closed):
+        np.testing.assert_allclose(element_cubics(xi, H, 0)[:, j], f(xi), atol=1e-14)
+        d1 = (f(xi + eps / H) - f(xi - eps / H)) / (2 * eps)
+        np.testing.assert_allclose(element_cubics(xi, H, 1)[:, j], d1, atol=1e-7)
+        d2 = (f(xi + eps / H) - 2 * f(xi) + f(xi - eps / H)) / eps**2
+        np.testing.assert_allclose(element_cubics(xi, H, 2)[:, j], d2, rtol=1e-4, atol=1e-4)

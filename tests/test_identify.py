@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
+from fpirl import DensitySnapshots, FpirlInputError, Grid, NotFittedError, PotentialEstimator
 from fpirl.estimators.identify import DEFAULT_RIDGE
 from fpirl.evaluation.metrics import log_log_slope
 
@@ -149,7 +149,7 @@ def test_learned_attributes_only_after_success(problem2d):
 
 
 def test_unfitted_estimator_raises():
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         PotentialEstimator(beta=1.0).potential_on_grid()
 
 

@@ -1,9 +1,11 @@
-"""The package layout: old flat import paths still work, the top level stays small, and the
-module-level imports between fpirl's modules form no cycle."""
+"""The package layout: old flat import paths still work, the top level stays small, the imports
+between fpirl's modules (module level and inside functions) form no cycle, and the rooms keep
+their layers (io knows no MDP; the numerics never import the CLI, plotting or problems)."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import subprocess
 import sys
@@ -48,8 +50,10 @@ def _module_name(path: Path) -> tuple[str, bool]:
 
 
 def import_graph(top_level_only: bool) -> dict[str, set[str]]:
-    """Edges module -> fpirl module it imports (a child importing its own ancestor package is not
-    an edge: the ancestor runs first anyway)."""
+    """Edges module -> fpirl module it imports, and -> every package above that module (importing
+    ``fpirl.io.netcdf`` runs ``fpirl/io/__init__.py`` first). A child importing its own ancestor
+    package is not an edge: the ancestor runs first anyway. ``top_level_only``: only the imports
+    at module level, else also those inside functions and classes."""
     modules = {_module_name(p)[0]: p for p in SRC.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -72,8 +76,11 @@ def import_graph(top_level_only: bool) -> dict[str, set[str]]:
             for t in targets:
                 while t not in modules and "." in t:
                     t = t.rsplit(".", 1)[0]
-                if t in modules and t != name and not name.startswith(t + "."):
-                    graph.setdefault(name, set()).add(t)
+                parts = t.split(".")
+                for k in range(2, len(parts) + 1):  # the target and the packages above it
+                    u = ".".join(parts[:k])
+                    if u in modules and u != name and not name.startswith(u + "."):
+                        graph.setdefault(name, set()).add(u)
     return graph
 
 
@@ -108,3 +115,69 @@ def test_find_cycle_finds_one():
 def test_no_import_cycle_between_modules():
     cycle = find_cycle(import_graph(top_level_only=True))
     assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_import_cycle_including_imports_inside_functions():
+    cycle = find_cycle(import_graph(top_level_only=False))
+    assert cycle is None, " -> ".join(cycle)
+
+
+def _room(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+@functools.lru_cache(maxsize=None)
+def _room_edges() -> frozenset[tuple[str, str]]:
+    return frozenset((_room(a), _room(b)) for a, targets in import_graph(top_level_only=False).items()
+                     for b in targets)
+
+
+def test_rooms_form_no_cycle():
+    """The rooms (subpackages and top-level modules) are layered: no two reach each other."""
+    graph: dict[str, set[str]] = {}
+    for a, b in _room_edges():
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    cycle = find_cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+#: rooms that hold the numerics: they never reach the command line, the figures or the problems
+NUMERICS = ("core", "weakform", "estimators", "mdp", "forward", "evaluation", "uncertainty", "tracks")
+
+
+def test_io_does_not_import_the_mdp():
+    assert ("fpirl.io", "fpirl.mdp") not in _room_edges()
+
+
+@pytest.mark.parametrize("room", NUMERICS)
+def test_numerics_do_not_import_cli_plotting_or_problems(room):
+    edges = _room_edges()
+    bad = [b for b in ("fpirl.cli", "fpirl.plotting", "fpirl.problems") if (f"fpirl.{room}", b) in edges]
+    assert not bad, f"fpirl.{room} imports {bad}"
+
+
+#: third-party packages an fpirl module may import inside a function: the optional extras
+OPTIONAL = ("pyarrow", "zarr", "distributed", "dask", "gymnasium")
+
+
+def test_imports_inside_functions_only_for_optional_packages():
+    """Outside the command line (whose lazy imports keep ``fpirl --help`` light), an import inside
+    a function is only for an optional extra; everything else is imported at module level."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        name, _ = _module_name(path)
+        if name == "fpirl" or name.startswith("fpirl.cli"):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom):
+                    mods = ["." * node.level + (node.module or "")]
+                elif isinstance(node, ast.Import):
+                    mods = [a.name for a in node.names]
+                else:
+                    continue
+                bad += [f"{name}.{fn.name}: {m}" for m in mods if m.split(".")[0] not in OPTIONAL]
+    assert not bad, bad

@@ -66,7 +66,7 @@ def test_posterior_equals_constrained_gaussian(problem1d, rng, estimate_beta):
     # potential_std by sum factorisation (forced into several batches) = the dense diag(B Sigma B^T)
     B = h.axes[0].matrix(s.grid.coords[0])
     dense = np.sqrt(np.einsum("ij,jk,ik->i", B, post.coef_cov(), B))
-    import fpirl.uncertainty.estimate as unc
+    import fpirl.uncertainty._posterior as unc
 
     old, unc._BATCH_BYTES = unc._BATCH_BYTES, 8 * 32 * 5
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 from ._compat import install as _install_compat
-from .core._errors import FpirlInputError
+from .core._errors import FpirlInputError, NotFittedError
 from ._version import __version__
 
 _install_compat()  # the old flat import paths (fpirl.core.hermite, fpirl.estimators.identify, ...) keep working
@@ -71,6 +71,7 @@ __all__ = [
     "HermiteSpace",
     "IncrementsEstimator",
     "MDP",
+    "NotFittedError",
     "PotentialEstimator",
     "SpectralSolver",
     "TRACK_ESTIMATORS",

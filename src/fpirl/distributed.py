@@ -2,7 +2,7 @@ r"""Scale-out: the normal equations as a map-reduce over chunks, on Dask or a lo
 
 The VSI normal equations (eq. vsi_regression; :class:`fpirl.weakform.assembly.NormalEquations`) are sums
 over the time steps ``k`` (snapshot pairs ``(p_k, p_{k+1})``), and those of the increments
-regression (:class:`fpirl.estimators._assembly.IncrementSystem`) are sums over transitions:
+regression (:class:`fpirl.weakform.increment_system.IncrementSystem`) are sums over transitions:
 
 .. math::
     A = \sum_{\text{chunks } c} A_c,\qquad b = \sum_c b_c,\qquad \dots
@@ -23,13 +23,24 @@ imported only when a scheduler is used.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
 
 from .core._errors import FpirlInputError
+from .core.density import DensitySnapshots
+from .core.hermite import HermiteSpace
+from .io._files import check_readable
+from .io._zarr import is_zarr, open_zarr
+from .io.netcdf import density_from_dataset
+from .weakform.assembly import NormalEquations, assemble_normal_equations
+from .weakform.increment_system import assemble_increments, candidate_space
 
 #: Snapshots per chunk of the density map-reduce (the chunks overlap by one snapshot).
 DEFAULT_SNAPSHOT_CHUNK = 64
@@ -100,8 +111,6 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
     order (on the workers for Dask; as they arrive in this process otherwise), so only the running
     total is kept and the rounding is the same on every path.
     """
-    from tqdm.auto import tqdm
-
     items = list(items)
     shared = tuple(shared or ())
     if scheduler is not None:
@@ -125,10 +134,6 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
             out = client.gather(futures)
             return out[0] if reduce is not None else out
     if n_jobs is not None and n_jobs > 1 and len(items) > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
-        import multiprocessing
-
         # forkserver: no fork of a process that may run threads (BLAS, tqdm, an in-process Dask cluster)
         with ProcessPoolExecutor(max_workers=int(n_jobs), mp_context=multiprocessing.get_context("forkserver")) as pool:
             results = (f.result() for f in [pool.submit(fn, item, *shared) for item in items])
@@ -178,8 +183,6 @@ def _collect(results, reduce):
 # --------------------------------------------------------------------------------------------
 def add_normal_equations(a, b):
     """Sum of two :class:`~fpirl.weakform.assembly.NormalEquations` (the reduce step)."""
-    from .weakform.assembly import NormalEquations
-
     return NormalEquations(a.xtx + b.xtx, a.xtg + b.xtg, a.xtc + b.xtc, a.gg + b.gg, a.gc + b.gc, a.cc + b.cc,
                            a.n_rows + b.n_rows)
 
@@ -193,10 +196,6 @@ def snapshot_chunks(n_times: int, chunk: int = DEFAULT_SNAPSHOT_CHUNK) -> list[t
 
 
 def _assemble_values(values, times, grid, elements, time_scheme, quadrature_points, normalize):
-    from .weakform.assembly import assemble_normal_equations
-    from .core.density import DensitySnapshots
-    from .core.hermite import HermiteSpace
-
     snaps = DensitySnapshots(grid, times, values)
     if normalize:
         snaps = snaps.normalized()
@@ -224,11 +223,6 @@ def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: in
 
 
 def _open_lazy(path):
-    import xarray as xr
-
-    from .io._files import check_readable
-    from .io._zarr import is_zarr, open_zarr
-
     path = Path(path)
     if is_zarr(path):
         return open_zarr(path)
@@ -240,8 +234,6 @@ def _open_lazy(path):
 
 
 def _stream_task(span, path, opts):
-    from .io.netcdf import density_from_dataset
-
     with _open_lazy(path) as ds:
         part = density_from_dataset(ds.isel(time=slice(*span)))  # reads only this chunk
     return _assemble_values(part.values, part.times, part.grid, *opts)
@@ -249,8 +241,6 @@ def _stream_task(span, path, opts):
 
 def stream_header(path):
     """``(DensitySnapshots of the first two snapshots, number of snapshots)`` of a density file, read lazily."""
-    from .io.netcdf import density_from_dataset
-
     with _open_lazy(path) as ds:
         if "time" not in ds.dims:
             raise FpirlInputError(f"{str(path)!r} has no 'time' dimension")
@@ -283,8 +273,6 @@ def stream_normal_equations(path, hermite_elements, *, scheduler=None, chunk: in
 # transitions (increments regression)
 # --------------------------------------------------------------------------------------------
 def _increments_task(span, space, points, velocity, drift_axes, row_weights):
-    from .estimators._assembly import assemble_increments
-
     a, b = span
     rw = None if row_weights is None else row_weights[a:b]
     return assemble_increments(space, points[a:b], velocity[a:b], drift_axes, row_weights=rw)[0]
@@ -292,7 +280,7 @@ def _increments_task(span, space, points, velocity, drift_axes, row_weights):
 
 def accumulate_increments(space, points, velocity, drift_axes, row_weights=None, *, scheduler=None,
                           chunk: int = DEFAULT_TRANSITION_CHUNK, n_jobs=None, progress=False):
-    """:func:`fpirl.estimators._assembly.assemble_increments` (one group) as a map-reduce over transition chunks."""
+    """:func:`fpirl.weakform.increment_system.assemble_increments` (one group) as a map-reduce over transition chunks."""
     n = points.shape[0]
     spans = [(s, min(s + int(chunk), n)) for s in range(0, n, int(chunk))] or [(0, 0)]
     return run_tasks(_increments_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
@@ -305,9 +293,6 @@ def _add_systems(a, b):
 
 
 def _fold_task(elements, lower, upper, periodic, points, velocity, drift_axes, fold_of_row, n_folds, row_weights):
-    from .estimators._assembly import assemble_increments
-    from .estimators.selection import candidate_space
-
     space, kept = candidate_space(lower, upper, periodic, elements)  # axes with 0 elements left out
     return assemble_increments(space, points[:, kept], velocity, [kept.index(a) for a in drift_axes], fold_of_row,
                                n_folds, row_weights)
@@ -336,8 +321,6 @@ def _parquet_rows(path, group: int, columns):
 def _parquet_group_task(group, path, track, time, state, space, drift_axes, dt, tol):
     """Increments system of the transitions that end in row group ``group`` (the last row of the
     previous group is read too, so a track crossing the boundary loses nothing)."""
-    from .estimators._assembly import assemble_increments
-
     cols = [track, time, *state]
     ids, t, *xs = _parquet_rows(path, group, cols)
     if group > 0:
@@ -372,7 +355,7 @@ def stream_increments_parquet(path, *, track: str, time: str, state, space, dt: 
     For tables larger than memory: one task per row group reads only that group's columns (and
     the last row of the previous group), forms the transitions ``x_k -> x_{k+1}`` between
     consecutive rows of one track that are ``dt`` apart (within ``time_tolerance``) and inside the
-    box of ``space``, and assembles :func:`fpirl.estimators._assembly.assemble_increments`; the
+    box of ``space``, and assembles :func:`fpirl.weakform.increment_system.assemble_increments`; the
     systems are added. The table must be sorted by track, then time (checked within each group).
     This is the same set of transitions as :meth:`fpirl.tracks.TrackTable.pairs` of the table read
     with :func:`fpirl.tracks.reading.read_tracks` with the box of ``space`` and state columns only (no

@@ -14,6 +14,7 @@ from .io.netcdf import FittedModel, model_from_result  # noqa: F401 (model_from_
 from .mdp.recovery import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
 from .evaluation.metrics import kl_divergence
 from .forward.markov import mdp_density_map
+from .forward import simulate_density
 
 MODELS = ("mdp", "fp")
 
@@ -88,8 +89,6 @@ def simulate_model(model: FittedModel, steps: int, kind: str = "mdp", initial=No
         mdp = recover_mdp(grid, psi, grad_s, model.beta, model.dt)
         values = mdp_density_map(grid, mdp.policy, mdp.transition, p0, steps, progress=progress)
     else:
-        from .forward import simulate_density
-
         values = simulate_density(grid, model.potential, model.gradient, model.beta,
                                   nodal_interpolant(grid, p0), times, progress=progress)
         values[0] = p0

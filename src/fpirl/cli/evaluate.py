@@ -8,9 +8,6 @@ import json
 from ..core._errors import FpirlInputError
 from ._common import EXIT_OK, add_column_arguments
 
-#: result attrs written by ``fpirl fit`` on a track table -> read_tracks keyword
-_TABLE_ATTRS = {"track": "table_track", "time": "table_time", "state": "table_state", "action": "table_action"}
-
 
 def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit' on a track table")
@@ -23,11 +20,13 @@ def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _columns(args, attrs) -> dict:
-    out = {}
-    for key, attr in _TABLE_ATTRS.items():
-        given = getattr(args, key)
-        stored = attrs.get(attr)
-        out[key] = given if given is not None else (None if stored is None else str(stored))
+    """The columns given on the command line, else those the result records, and the stride."""
+    from ..tracks.result_attrs import table_columns
+
+    out = table_columns(attrs)
+    for key in ("track", "time", "state", "action"):
+        if getattr(args, key) is not None:
+            out[key] = getattr(args, key)
     missing = [f"--{k}" for k in ("track", "time", "state") if not out[k]]
     if missing:
         raise FpirlInputError(f"the result does not record its table columns; give {', '.join(missing)}")
@@ -37,15 +36,13 @@ def _columns(args, attrs) -> dict:
 
 
 def cmd_evaluate(args) -> int:
-    import numpy as np
-
     from ..evaluation.heldout import heldout_loglik
     from ..io.netcdf import read_result
     from ..tracks.reading import read_tracks
 
     ds = read_result(args.result)
     cols = _columns(args, ds.attrs)
-    stride = int(np.asarray(ds.attrs.get("table_stride", 1)).reshape(()))
+    stride = cols["stride"]
     boundary = str(ds.attrs["boundary"])
     bounds = None
     if boundary == "periodic":  # positions are wrapped into the fitted period

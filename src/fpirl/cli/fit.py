@@ -272,15 +272,10 @@ def _fit_table(args, out) -> int:
 
     mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma)
     gamma = mdp.gamma if mdp is not None else None
-    src = tracks.source
+    from ..tracks.result_attrs import table_attrs
+
     extra = dict(est.result_extra())
-    extra.update({
-        "source": str(args.data), "source_kind": "tracks", "estimator": name,
-        "table_track": src["track"], "table_time": src["time"], "table_state": src["state"],
-        "table_action": src["action"], "table_stride": int(src["stride"]),
-        "table_observations": tracks.n_obs, "table_tracks": tracks.n_tracks,
-        "table_transitions": len(tracks.pairs()[0]),
-    })
+    extra.update({**table_attrs(tracks, source=args.data), "estimator": name})
     from ..evaluation.heldout import fit_time_diagnostics  # baselines for 'fpirl evaluate', the adequacy check
 
     diagnostics, adequacy = fit_time_diagnostics(tracks)

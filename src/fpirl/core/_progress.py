@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+from tqdm import tqdm as plain_tqdm
+from tqdm.auto import tqdm
+
 
 def show_progress(requested: bool = True, stream=None) -> bool:
     """``requested`` and ``stream`` (default ``sys.stderr``) is a terminal."""
@@ -24,14 +27,10 @@ def show_progress(requested: bool = True, stream=None) -> bool:
 
 def progress_bar(iterable=None, *, enabled: bool = True, **kwargs):
     """A tqdm bar over ``iterable`` (on stderr), a silent pass-through when not ``enabled``."""
-    from tqdm.auto import tqdm
-
     return tqdm(iterable, disable=not enabled, **kwargs)
 
 
 def status_line(message: str) -> None:
     """Print one line on stdout without tearing an active progress bar."""
-    from tqdm import tqdm
-
-    tqdm.write(message, file=sys.stdout)
+    plain_tqdm.write(message, file=sys.stdout)
     sys.stdout.flush()

@@ -32,7 +32,17 @@ ORDER = 4
 
 
 def reference_cubics(xi: np.ndarray, deriv: int = 0) -> np.ndarray:
-    """Reference Hermite cubics (or their ``deriv``-th xi-derivative), shape ``(*xi.shape, 4)``."""
+    r"""Reference Hermite cubics on ``[0, 1]`` (or their ``deriv``-th xi-derivative), shape ``(*xi.shape, 4)``.
+
+    The four functions, in dof order (value left, slope left, value right, slope right):
+
+    .. math::
+        h_0 = 1 - 3\xi^2 + 2\xi^3,\quad h_1 = \xi - 2\xi^2 + \xi^3,\quad
+        h_2 = 3\xi^2 - 2\xi^3,\quad h_3 = \xi^3 - \xi^2.
+
+    This is the one definition of the shape functions in fpirl; :func:`element_cubics` scales them
+    to an element.
+    """
     xi = np.asarray(xi, dtype=float)
     if deriv == 0:
         cols = (1 - 3 * xi**2 + 2 * xi**3, xi - 2 * xi**2 + xi**3, 3 * xi**2 - 2 * xi**3, -(xi**2) + xi**3)
@@ -43,6 +53,20 @@ def reference_cubics(xi: np.ndarray, deriv: int = 0) -> np.ndarray:
     else:
         raise ValueError(f"derivative order must be 0, 1 or 2, got {deriv}")
     return np.stack(cols, axis=-1)
+
+
+def element_cubics(xi: np.ndarray, spacing: float, deriv: int = 0) -> np.ndarray:
+    r"""The 4 local Hermite functions of an element of length ``H = spacing`` at local coordinates
+    ``xi``, differentiated ``deriv`` times in ``x = x_0 + H xi``: shape ``(*xi.shape, 4)``.
+
+    The slope dofs are in ``x`` units: ``phi_1 = H h_1``, ``phi_3 = H h_3``; so
+    ``d^k phi_j / dx^k = H^{-k} h_j^{(k)}`` for the value dofs and ``H^{1-k} h_j^{(k)}`` for the slope dofs.
+    """
+    H = spacing
+    vals = reference_cubics(xi, deriv) / H**deriv
+    vals[..., 1] *= H
+    vals[..., 3] *= H
+    return vals
 
 
 @dataclass(frozen=True)
@@ -94,10 +118,7 @@ class HermiteAxis:
     def local_basis(self, x: np.ndarray, deriv: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The 4 non-zero basis functions at ``x``: dof indices and values, each ``(*x.shape, 4)``."""
         cell, xi = self.locate(x)
-        H = self.spacing
-        vals = reference_cubics(xi, deriv) / H**deriv
-        vals[..., 1] *= H
-        vals[..., 3] *= H
+        vals = element_cubics(xi, self.spacing, deriv)
         right = (cell + 1) % self.n_nodes if self.periodic else cell + 1
         idx = np.stack([2 * cell, 2 * cell + 1, 2 * right, 2 * right + 1], axis=-1)
         return idx, vals
@@ -249,3 +270,27 @@ class HermiteSpace:
 
     def __repr__(self):
         return f"HermiteSpace(elements={self.elements}, periodic={self.periodic}, n_coef={self.n_coef})"
+
+
+def embed_constant_axes(coef, space: HermiteSpace, kept, full: HermiteSpace, batch: int = 0) -> np.ndarray:
+    """Coefficients of ``space`` (a function of the axes ``kept`` of ``full``) as coefficients of
+    ``full``, constant along the other axes: ``psi_full(x) = psi(x[kept])`` exactly.
+
+    Each other axis of ``full`` must be the smallest Hermite axis (1 element, or 2 periodic ones:
+    4 dofs), carrying the coefficients of a constant (values 1, slopes 0). ``batch`` leading axes
+    of ``coef`` (e.g. columns of a covariance factor) are carried along. Returns shape
+    ``coef.shape[:batch] + full.shape``.
+    """
+    kept = list(kept)
+    out = np.asarray(coef, dtype=float)
+    lead = out.shape[:batch]
+    out = out.reshape(lead + space.shape)
+    const = np.array([1.0, 0.0, 1.0, 0.0])  # the two nodes of one element (or two periodic ones)
+    for i in range(full.ndim):
+        if i not in kept:
+            if full.shape[i] != const.size:
+                raise FpirlInputError(f"axis {i}: psi is constant there but its Hermite axis has {full.shape[i]} dofs")
+            shape = [1] * (out.ndim + 1)
+            shape[batch + i] = const.size
+            out = np.expand_dims(out, batch + i) * const.reshape(shape)
+    return out

@@ -1,7 +1,9 @@
-"""Nodal-array helpers shared by the MDP, transition, simulation and metrics modules."""
+"""Validation of user input, in one place: numbers (positive, finite, non-negative), Hermite
+resolutions, the discount factor, nodal arrays on a grid; and the nodal-array helpers shared by
+the MDP, transition, simulation and metrics modules. Every check raises a one-line
+:class:`~fpirl.core._errors.FpirlInputError` naming the parameter."""
 
 from __future__ import annotations
-
 
 import numpy as np
 
@@ -44,7 +46,8 @@ def _nodal(grid: Grid, values, name: str, lead: int = 0, shape=None) -> np.ndarr
     return values
 
 
-def _positive(value, name: str) -> float:
+def positive(value, name: str) -> float:
+    """``value`` as a positive finite float."""
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -52,6 +55,54 @@ def _positive(value, name: str) -> float:
     if not (np.isfinite(value) and value > 0):
         raise FpirlInputError(f"{name} must be a positive finite number, got {value}")
     return value
+
+
+_positive = positive  # the name the numerics modules import
+
+
+def optional_positive(value, name: str) -> float | None:
+    """None (to be estimated) or a positive finite float (e.g. a fixed beta)."""
+    return None if value is None else positive(value, name)
+
+
+def finite_number(value, name: str) -> float:
+    """``value`` as a finite float."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(value):
+        raise FpirlInputError(f"{name} must be finite, got {value}")
+    return value
+
+
+def non_negative(value, name: str) -> float:
+    """``value`` as a non-negative finite float (e.g. a ridge)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"{name} must be a non-negative number, got {value!r}") from None
+    if not (np.isfinite(value) and value >= 0):
+        raise FpirlInputError(f"{name} must be a non-negative number, got {value}")
+    return value
+
+
+def check_elements(value, d: int, name: str = "hermite_elements", minimum: int = 1, axis_names=None,
+                   auto: bool = False) -> tuple[int, ...]:
+    """Elements per axis: one integer for all ``d`` axes or one per axis, each ``>= minimum``
+    (``minimum`` 2 on a periodic box). ``auto``: the message says ``'auto'`` is accepted too (the
+    caller handles it). ``axis_names`` are listed in the message."""
+    try:
+        arr = np.broadcast_to(np.asarray(value), (d,))
+        ok = arr.dtype.kind in "iu" or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))
+    except (ValueError, TypeError):
+        ok = False
+    if not ok or np.any(arr < minimum):
+        axes = f"{d}: {', '.join(axis_names)}" if axis_names else f"{d}"
+        either = "'auto', " if auto else ""
+        raise FpirlInputError(f"{name} must be {either}one integer or one per axis ({axes}), each >= {minimum}, "
+                              f"got {value!r}")
+    return tuple(int(v) for v in arr)
 
 
 def _check_gamma(gamma) -> float:

@@ -6,7 +6,7 @@ Every estimator is a strategy object with the interface of :class:`fpirl.estimat
 ``gradient_on_grid``, ``result_extra``. :data:`TRACK_ESTIMATORS` maps the CLI names to the classes.
 """
 
-from .density import TrackDensityEstimator
+from .track_density import TrackDensityEstimator
 from .increments import IncrementsEstimator
 
 TRACK_ESTIMATORS = {"increments": IncrementsEstimator, "density": TrackDensityEstimator}

@@ -6,9 +6,11 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ..core._linalg import solve_spd  # noqa: F401  (re-exported for the track estimators)
-from ..mdp._fitted import FittedPotentialMixin
-from ..core.validation import _positive
 from ..core.hermite import HermiteSpace
+from ..core.hermite import embed_constant_axes as embed_constant
+from ..core.validation import check_elements  # noqa: F401  (re-exported for the track estimators)
+from ..core.validation import non_negative, optional_positive
+from ..mdp._fitted import FittedPotentialMixin
 from ..tracks.table import TrackTable
 
 #: Largest FE grid (nodes) the result is written on by default.
@@ -28,53 +30,30 @@ def default_result_elements(tracks: TrackTable, hermite_elements) -> tuple[int, 
     return tuple(int(e) for e in el)
 
 
-def check_elements(value, d: int, name: str = "hermite_elements", minimum: int = 1) -> tuple[int, ...]:
-    """An int or one int per axis, each ``>= minimum``."""
-    try:
-        arr = np.broadcast_to(np.asarray(value), (d,))
-        ok = arr.dtype.kind in "iu" or (arr.dtype.kind == "f" and np.all(arr == np.round(arr)))
-    except (ValueError, TypeError):
-        ok = False
-    if not ok or np.any(arr < minimum):
-        raise FpirlInputError(f"{name} must be 'auto', an integer >= {minimum} or one per axis ({d}), got {value!r}")
-    return tuple(int(v) for v in arr)
-
-
 def embed_constant_axes(space: HermiteSpace, coef, kept, lower, upper, periodic: bool):
     """psi of ``space`` (on the axes ``kept``) as a function on the whole box, constant along the other axes.
 
     Those axes get the smallest Hermite axis (1 element, 2 if periodic) with the coefficients of a
-    constant (values 1, slopes 0), so the result is an ordinary tensor-product Hermite function:
-    ``psi(x) = psi_kept(x[kept])`` exactly, with the same mean. Returns ``(HermiteSpace, coef)``.
+    constant (:func:`fpirl.core.hermite.embed_constant_axes`), so the result is an ordinary
+    tensor-product Hermite function: ``psi(x) = psi_kept(x[kept])`` exactly, with the same mean.
+    Returns ``(HermiteSpace, coef)``.
     """
     d = len(np.atleast_1d(lower))
     kept = list(kept)
     low = 2 if periodic else 1
     full = HermiteSpace(lower, upper, [space.elements[kept.index(i)] if i in kept else low for i in range(d)],
                         periodic)
-    out = np.asarray(coef, dtype=float).reshape(space.shape)
-    const = np.array([1.0, 0.0, 1.0, 0.0])  # the two nodes of one element (or two periodic ones): value 1, slope 0
-    for i in range(d):
-        if i not in kept:
-            shape = [1] * (out.ndim + 1)
-            shape[i] = const.size
-            out = np.expand_dims(out, i) * const.reshape(shape)
-    return full, out
+    return full, embed_constant(coef, space, kept, full)
 
 
 def check_beta(beta):
     """None (estimate beta) or a positive finite number."""
-    return None if beta is None else _positive(beta, "beta")
+    return optional_positive(beta, "beta")
 
 
 def check_ridge(ridge):
-    try:
-        ridge = float(ridge)
-    except (TypeError, ValueError):
-        raise FpirlInputError(f"ridge must be a non-negative number, got {ridge!r}") from None
-    if not (np.isfinite(ridge) and ridge >= 0):
-        raise FpirlInputError(f"ridge must be a non-negative number, got {ridge}")
-    return ridge
+    """A non-negative finite number."""
+    return non_negative(ridge, "ridge")
 
 
 def check_tracks(tracks) -> TrackTable:

@@ -24,31 +24,23 @@ import numpy as np
 import scipy.linalg
 
 from ..weakform import matfree
+from ..weakform.matfree_flux import FluxOperator
 from ..core._errors import FpirlInputError
 from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
-from ..core.validation import _positive as _positive_number
+from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import NormalEquations, assemble_normal_equations
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
+from ..distributed import accumulate_normal_equations
 
 #: Default relative Tikhonov weight; chosen by ``tests/test_identify.py::test_default_ridge_is_in_the_plateau``.
 DEFAULT_RIDGE = 1e-9
 
 
 TIME_SCHEMES = ("midpoint", "explicit")
-
-
-def _number(value, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise FpirlInputError(f"{name} must be a number, got {value!r}") from None
-    if not np.isfinite(value):
-        raise FpirlInputError(f"{name} must be finite, got {value}")
-    return value
 
 
 #: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
@@ -116,7 +108,7 @@ def gcv_ridge(A, P, m, b, hh, n_rows, ratio):
     return float(GCV_GRID[k]), {"ridge": GCV_GRID.copy(), "score": score, "dof": dof}
 
 
-def _check_beta(gamma: float, identifiability: float) -> None:
+def _check_estimated_beta(gamma: float, identifiability: float) -> None:
     """An estimated ``1/beta`` must be positive; warn when the data hardly constrain it."""
     if not gamma > 0:
         raise FpirlInputError(
@@ -203,6 +195,7 @@ class PotentialEstimator(FittedPotentialMixin):
 
     def __init__(
         self,
+        *,
         hermite_elements=4,
         beta=None,
         estimate_beta=False,
@@ -240,24 +233,17 @@ class PotentialEstimator(FittedPotentialMixin):
         if not self.estimate_beta:
             if self.beta is None:
                 raise FpirlInputError("beta is required (or set estimate_beta=True)")
-            beta = _positive_number(self.beta, "beta")
+            beta = positive(self.beta, "beta")
         if isinstance(self.ridge, str):
             if self.ridge != "gcv":
                 raise FpirlInputError(f"ridge must be a non-negative number or 'gcv', got {self.ridge!r}")
             ridge = "gcv"
         else:
-            ridge = DEFAULT_RIDGE if self.ridge is None else _number(self.ridge, "ridge")
+            ridge = DEFAULT_RIDGE if self.ridge is None else finite_number(self.ridge, "ridge")
             if not ridge >= 0:
                 raise FpirlInputError(f"ridge must be non-negative, got {self.ridge}")
-        try:
-            elements = np.broadcast_to(np.asarray(self.hermite_elements), (grid.ndim,))
-            whole = elements.dtype.kind in "iu" or (elements.dtype.kind == "f" and np.all(elements == np.round(elements)))
-        except (TypeError, ValueError):
-            whole = False
-        if not whole or np.any(elements < (2 if grid.periodic else 1)):
-            raise FpirlInputError(
-                f"hermite_elements must be one integer or one per axis ({grid.ndim}: {', '.join(grid.names)}), "
-                f"each >= {2 if grid.periodic else 1}, got {self.hermite_elements!r}")
+        elements = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1,
+                                  axis_names=grid.names)
         if self.time_scheme not in TIME_SCHEMES:
             raise FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {self.time_scheme!r}")
         if not (isinstance(self.quadrature_points, (int, np.integer)) and 1 <= self.quadrature_points <= 10):
@@ -265,8 +251,8 @@ class PotentialEstimator(FittedPotentialMixin):
         if self.solver not in SOLVERS:
             raise FpirlInputError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
         if self.cg_tol is not None:
-            _positive_number(self.cg_tol, "cg_tol")
-        return {"beta": beta, "ridge": ridge, "elements": tuple(int(e) for e in elements)}
+            positive(self.cg_tol, "cg_tol")
+        return {"beta": beta, "ridge": ridge, "elements": elements}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
         """Fit psi (and beta) to density snapshots.
@@ -310,8 +296,6 @@ class PotentialEstimator(FittedPotentialMixin):
             snapshots = snapshots.normalized()
         ne = normal_equations
         if ne is None and self.scheduler is not None:
-            from ..distributed import accumulate_normal_equations
-
             ne = accumulate_normal_equations(snapshots, hermite, scheduler=self.scheduler, time_scheme=self.time_scheme,
                                              quadrature_points=self.quadrature_points, progress=self.progress)
         if ne is None:
@@ -352,7 +336,7 @@ class PotentialEstimator(FittedPotentialMixin):
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
-            _check_beta(gamma, identifiability)
+            _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = ne.xtg + gamma * ne.xtc
         hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
@@ -398,7 +382,7 @@ class PotentialEstimator(FittedPotentialMixin):
         if self.normalize:
             source = source.normalize()
         if solver == "interpolated-flux":
-            from ..weakform.matfree_flux import FluxOperator as operator
+            operator = FluxOperator
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
@@ -412,7 +396,7 @@ class PotentialEstimator(FittedPotentialMixin):
         identifiability = None
         if self.estimate_beta:
             identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
-            _check_beta(gamma, identifiability)
+            _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = ne.xtg + gamma * ne.xtc
         hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc

@@ -7,7 +7,7 @@ Sampled at the table's interval ``dt``, eq. ``SDE`` with Euler-Maruyama reads
 
 so with a constant beta the maximum-likelihood ``psi = sum_i theta_i phi_i`` is the least-squares
 fit of ``v_k = (x_{k+1} - x_k) / dt`` by ``-grad psi(x_k)`` on the drift axes (see
-:mod:`fpirl.estimators._assembly`), with the same zero-mean constraint and Tikhonov penalty
+:mod:`fpirl.weakform.increment_system`), with the same zero-mean constraint and Tikhonov penalty
 ``lambda int |grad psi|^2`` as :class:`fpirl.estimators.identify.PotentialEstimator`. beta follows from the
 residual variance, ``2 dt / beta = RSS dt^2 / n_rows``.
 
@@ -55,11 +55,12 @@ import xarray as xr
 from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
 from ..tracks.table import TrackTable
-from ._assembly import assemble_increments
+from ..weakform.increment_system import assemble_increments
 from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge, check_tracks,
                     default_result_elements, embed_constant_axes)
 from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
                         solve_increments, track_folds)
+from ..distributed import accumulate_increments
 
 #: Relative ridge with a fixed resolution and ``ridge=None``.
 DEFAULT_RIDGE = 1e-4
@@ -95,8 +96,6 @@ def _regression_data(tracks: TrackTable, lag: int):
 
 
 def _distributed_increments(space, points, velocity, drift, weights, scheduler):
-    from ..distributed import accumulate_increments
-
     return accumulate_increments(space, points, velocity, drift, weights, scheduler=scheduler)
 
 
@@ -188,8 +187,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
 
     name = "increments"
 
-    def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
-                 walls="auto", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False, scheduler=None):
+    def __init__(self, *, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
+                 walls="auto", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None,
+                 random_state=0, progress=False, scheduler=None):
         self.hermite_elements = hermite_elements
         self.beta = beta
         self.ridge = ridge
@@ -286,7 +286,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
                 mirrored = [drift[j] for j in np.flatnonzero(use)]
         velocity = dx / dt
         periodic = tracks.periodic
-        self.cv_ = None
+        cv = None
         if auto:
             cands = candidate_elements(tracks.ndim, periodic, velocity.size, MAX_AUTO_COEF,
                                        None if self.cv_elements is None else
@@ -294,17 +294,17 @@ class IncrementsEstimator(TrackEstimatorMixin):
                                        drift)
             folds, k = track_folds(track, int(track.max()) + 1, int(self.cv_folds), self.random_state)
             ridges = CV_RIDGES if ridge is None else (ridge,)
-            self.cv_ = cross_validate(tracks.lower, tracks.upper, periodic, points, velocity, drift, folds, k, dt,
+            cv = cross_validate(tracks.lower, tracks.upper, periodic, points, velocity, drift, folds, k, dt,
                                       cands, ridges, beta, self.cv_rule, self.progress, weights,
                                       scheduler=self.scheduler)
-            elements = self.cv_["chosen_elements"]
-            ridge = self.cv_["chosen_ridge"]
+            elements = cv["chosen_elements"]
+            ridge = cv["chosen_ridge"]
         else:
-            elements = check_elements(self.hermite_elements, tracks.ndim, minimum=minimum)
+            elements = check_elements(self.hermite_elements, tracks.ndim, minimum=minimum, auto=True)
             ridge = DEFAULT_RIDGE if ridge is None else ridge
         fit_space, kept = candidate_space(tracks.lower, tracks.upper, periodic, elements)
         if auto:
-            system = self.cv_.pop("system")
+            system = cv.pop("system")
         else:
             system = assemble_increments(fit_space, points[:, kept], velocity, [kept.index(a) for a in drift],
                                          row_weights=weights)[0] if self.scheduler is None else \
@@ -315,10 +315,10 @@ class IncrementsEstimator(TrackEstimatorMixin):
         space, coef = embed_constant_axes(fit_space, fit_space.remove_mean(theta), kept, tracks.lower,
                                           tracks.upper, periodic)
         rss = system.rss(fit_space.remove_mean(theta))
-        self.localization_noise_ = None
+        noise = None
         if beta is None:
             explicit = bool(mirrored)
-            var_dx = self._increment_variance(tracks, space, coef, drift, rss, system.n_rows, var_margin, explicit, lag)
+            var_dx, noise = self._increment_variance(tracks, space, coef, drift, rss, system.n_rows, var_margin, explicit, lag)
             if not var_dx > 0:
                 raise FpirlInputError("the increments have no residual variance: beta cannot be estimated; give beta")
             beta_ = 2.0 * dt / var_dx
@@ -326,6 +326,9 @@ class IncrementsEstimator(TrackEstimatorMixin):
             beta_ = beta
         fe = default_result_elements(tracks, space.elements) if self.fe_elements is None else \
             check_elements(self.fe_elements, tracks.ndim, "fe_elements", 2)
+        # every check passed: the learned attributes, all at once
+        self.cv_ = cv
+        self.localization_noise_ = noise
         self.coef_ = coef
         self.beta_ = float(beta_)
         self.hermite_ = space
@@ -357,18 +360,20 @@ class IncrementsEstimator(TrackEstimatorMixin):
             "fpirl_version": _version,
         }
         if auto:
-            self.settings_.update(cv_folds=self.cv_["folds"], cv_rule=self.cv_["rule"])
+            self.settings_.update(cv_folds=cv["folds"], cv_rule=cv["rule"])
         if self.localization_noise_ is not None:
             self.settings_["localization_noise"] = self.localization_noise_
         return self
 
-    def _increment_variance(self, tracks, space, coef, drift, rss, n_rows, margin, explicit, lag) -> float:
+    def _increment_variance(self, tracks, space, coef, drift, rss, n_rows, margin, explicit,
+                            lag) -> tuple[float, float | None]:
         """Per-axis variance of the increment noise, ``2 dt / beta``, from runs of ``lag + 1``
         transitions starting inside ``[lower + margin, upper - margin]`` (module doc); a strided
-        sample of them is evaluated (:data:`VARIANCE_SAMPLE`)."""
+        sample of them is evaluated (:data:`VARIANCE_SAMPLE`). Also the localisation noise (with
+        ``lag``, else None)."""
         dt = tracks.dt
         if not (lag or explicit):
-            return rss * dt * dt / n_rows
+            return rss * dt * dt / n_rows, None
         seg, values = tracks.segment, tracks.values
         inside = np.all((values >= tracks.lower + margin) & (values <= tracks.upper - margin), axis=1)
         i = np.arange(0, max(tracks.n_obs - lag - 1, 0))
@@ -390,9 +395,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
         r = dx[..., drift] + dt * grad[..., drift]
         raw = float(np.mean(r[:, 0] ** 2))
         var = raw + 2.0 * sum(float(np.mean(r[:, 0] * r[:, j])) for j in range(1, lag + 1))
-        if lag:
-            self.localization_noise_ = float(np.sqrt(max(0.5 * (raw - var), 0.0)))
-        return var
+        noise = float(np.sqrt(max(0.5 * (raw - var), 0.0))) if lag else None
+        return var, noise
 
     def result_extra(self) -> dict:
         """The CV curve as DataArrays over ``cv_candidate`` (labels, :func:`~.selection.candidate_label`) x ``cv_ridge``: ``cv_score`` (mean held-out

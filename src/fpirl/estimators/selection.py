@@ -2,7 +2,7 @@ r"""Choice of the Hermite resolution and the ridge of the increments estimator b
 
 Tracks (never single transitions: consecutive increments of one track are correlated through its
 path) are split at random into ``K`` folds. For every candidate resolution the normal equations
-of every fold are assembled in one pass (:func:`~fpirl.estimators._assembly.assemble_increments`
+of every fold are assembled in one pass (:func:`~fpirl.weakform.increment_system.assemble_increments`
 with the fold as group); the training system of fold ``f`` is the total minus fold ``f``, and
 the held-out score follows from fold ``f``'s own statistics without touching the points again:
 
@@ -29,11 +29,12 @@ resolution on average, against 1.13x for ``'min'``), and both agreed with fewer 
 from __future__ import annotations
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
-from ..core.hermite import HermiteSpace
-from ._assembly import IncrementSystem, assemble_increments
+from ..weakform.increment_system import IncrementSystem, assemble_increments, candidate_space
 from ._base import solve_spd
+from ..distributed import candidate_fold_systems
 
 #: Relative ridges searched with ``hermite_elements='auto'`` and ``ridge=None``.
 CV_RIDGES = (1e-6, 1e-4, 1e-3, 1e-2)
@@ -95,13 +96,6 @@ def candidate_label(elements) -> str:
     return ",".join(str(int(e)) for e in elements)
 
 
-def candidate_space(lower, upper, periodic: bool, elements) -> tuple[HermiteSpace, list[int]]:
-    """The Hermite space of a candidate on its axes with elements (``kept``), and those axes."""
-    kept = [i for i, e in enumerate(elements) if e > 0]
-    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-    return HermiteSpace(lower[kept], upper[kept], [elements[i] for i in kept], periodic), kept
-
-
 def track_folds(track_of_row: np.ndarray, n_tracks: int, folds: int, rng) -> tuple[np.ndarray, int]:
     """Fold of every row, whole tracks per fold (random assignment, balanced by track count)."""
     k = min(int(folds), int(n_tracks))
@@ -144,12 +138,9 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
     totals = []
     it = elements
     if progress:
-        from tqdm.auto import tqdm
-
         it = tqdm(elements, desc="CV resolution", unit="candidate")
     precomputed = None
     if scheduler is not None:  # one Dask task per candidate resolution (fpirl.distributed)
-        from ..distributed import candidate_fold_systems
 
         precomputed = candidate_fold_systems(lower, upper, periodic, points, velocity, drift_axes, fold_of_row,
                                              n_folds, elements, row_weights, scheduler=scheduler)

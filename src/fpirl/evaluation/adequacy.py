@@ -40,6 +40,7 @@ import numpy as np
 from numpy.polynomial import legendre
 
 from ..core._errors import FpirlInputError
+from ..core._estimator import BaseEstimator
 from ..tracks.steps import infer_action_kind
 
 __all__ = ["HelmholtzCheck"]
@@ -110,7 +111,7 @@ def _split(A, XY, YY, N, D):
     return frac, raw, den
 
 
-class HelmholtzCheck:
+class HelmholtzCheck(BaseEstimator):
     """Non-gradient fraction of the drift, with a bootstrap interval over tracks (see module docstring).
 
     Parameters
@@ -143,7 +144,7 @@ class HelmholtzCheck:
     violated_ : bool
     """
 
-    def __init__(self, degree=3, drift_axes=None, n_boot=200, level=0.9, threshold=0.2, random_state=0):
+    def __init__(self, *, degree=3, drift_axes=None, n_boot=200, level=0.9, threshold=0.2, random_state=0):
         self.degree = degree
         self.drift_axes = drift_axes
         self.n_boot = n_boot
@@ -211,6 +212,7 @@ class HelmholtzCheck:
 
     def to_attrs(self) -> dict:
         """Result-file attrs (``adequacy_*``)."""
+        self._check_fitted()
         return {
             f"{_ATTR_PREFIX}nongradient_fraction": self.fraction_,
             f"{_ATTR_PREFIX}nongradient_lower": self.interval_[0],
@@ -223,6 +225,7 @@ class HelmholtzCheck:
 
     def summary(self) -> str:
         """One line for the CLI."""
+        self._check_fitted()
         lo, hi = self.interval_
         text = (f"non-gradient fraction of the drift of {', '.join(self.drift_names_)}: {self.fraction_:.3f} "
                 f"({100 * self.level:.0f}% bootstrap interval over {self.n_tracks_} tracks: {lo:.3f}-{hi:.3f})")

@@ -25,13 +25,17 @@ walls, which changes the density only within a few ``sigma`` of a wall).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import xarray as xr
 
 from ..core._errors import FpirlInputError
+from ..io.netcdf import grid_from_dataset, model_from_result
 from ..tracks.steps import Transitions, gaussian_logpdf, observed_transitions
-from .baselines import BASELINES, Baselines
+from .adequacy import HelmholtzCheck
+from .baselines import BASELINES, Baselines, fit_baselines
 
 __all__ = ["MODELS", "HeldoutScore", "TransitionModel", "fpirl_loglik", "heldout_loglik"]
 
@@ -72,12 +76,8 @@ class TransitionModel:
         :class:`fpirl.workflows.FittedModel`."""
         if isinstance(model, cls):
             return model
-        import xarray as xr
 
         if isinstance(model, xr.Dataset):
-            from ..io.netcdf import grid_from_dataset
-            from ..workflows import model_from_result
-
             model = model_from_result(model, grid_from_dataset(model, "potential"))
         grid = getattr(model, "grid_", None) or getattr(model, "grid", None)
         beta = getattr(model, "beta_", None) or getattr(model, "beta", None)
@@ -186,8 +186,6 @@ def heldout_loglik(model, table, baselines: Baselines | None = None, kind: str |
     -------
     HeldoutScore
     """
-    import xarray as xr
-
     if baselines is None and isinstance(model, xr.Dataset):
         baselines = Baselines.from_attrs(model.attrs)
     tmodel = TransitionModel.from_any(model)
@@ -199,8 +197,6 @@ def heldout_loglik(model, table, baselines: Baselines | None = None, kind: str |
     if not tmodel.periodic:
         outside = np.mean(np.any((tr.x < tmodel.lower) | (tr.x > tmodel.upper), axis=1))
         if outside > 0.5:
-            import warnings
-
             warnings.warn(f"{outside:.0%} of the held-out transitions start outside the fitted box (scored with the "
                           "drift at the nearest point of the box); are the units the same?", stacklevel=2)
     per = {"fpirl": fpirl_loglik(tmodel, tr)}
@@ -223,11 +219,6 @@ def fit_time_diagnostics(tracks, random_state=0):
         Result attrs ``baseline_*`` and ``adequacy_*``.
     check : HelmholtzCheck or None
     """
-    import warnings
-
-    from .adequacy import HelmholtzCheck
-    from .baselines import fit_baselines
-
     attrs, check = {}, None
     try:
         attrs.update(fit_baselines(tracks).to_attrs())

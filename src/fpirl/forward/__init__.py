@@ -23,7 +23,7 @@ high-order interpolant (trigonometric, resp. tensor-product cubic spline), evalu
 per-axis matrices contracted one axis at a time (sum factorisation).
 """
 
-from ._simulate import TAIL_WARNING, default_resolution, simulate_density, von_mises_bump
+from .pde import TAIL_WARNING, default_resolution, simulate_density, von_mises_bump
 from .finite_volume import FiniteVolumeSolver
 from .spectral import SpectralSolver
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
@@ -40,13 +41,6 @@ def _check_times(times) -> np.ndarray:
     if not np.all(np.isfinite(times)) or times[0] < 0 or np.any(np.diff(times) < 0):
         raise FpirlInputError("times must be finite, >= 0 (the initial time is 0) and non-decreasing")
     return times
-
-
-def _check_beta(beta) -> float:
-    beta = float(beta)
-    if not (np.isfinite(beta) and beta > 0):
-        raise FpirlInputError(f"beta must be finite and positive, got {beta}")
-    return beta
 
 
 def _mesh(coords: Sequence[np.ndarray]) -> np.ndarray:
@@ -130,8 +124,6 @@ class _ForwardSolver:
         state = self._to_state(self._initial_values(initial))
         bar = None
         if progress:
-            from tqdm import tqdm
-
             bar = tqdm(total=times.size, desc=type(self).__name__, unit="snapshot")
         t = 0.0
         try:

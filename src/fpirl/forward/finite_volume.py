@@ -11,7 +11,8 @@ from scipy.interpolate import make_interp_spline
 from scipy.sparse.linalg import expm_multiply, splu
 
 from ..core._errors import FpirlInputError
-from ._common import _ForwardSolver, _bounds, _check_beta, _per_axis
+from ..core.validation import positive
+from ._common import _ForwardSolver, _bounds, _per_axis
 
 def _bernoulli(x: np.ndarray) -> np.ndarray:
     """``B(x) = x / (exp(x) - 1)`` without overflow (``B(0) = 1``)."""
@@ -158,7 +159,7 @@ class FiniteVolumeSolver(_ForwardSolver):
         self.lower, self.upper = _bounds(lower, upper)
         d = self.lower.size
         self.points = _per_axis(points, d, 3, "points")
-        self.beta = _check_beta(beta)
+        self.beta = positive(beta, "beta")
         self.coords = [np.linspace(lo, hi, m) for lo, hi, m in zip(self.lower, self.upper, self.points)]
         self.spacing = (self.upper - self.lower) / (np.array(self.points) - 1)
         self._weights = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
 from ..core.grid import Grid
@@ -92,8 +93,6 @@ def mdp_density_map(
     out[0] = p0
     it = range(1, steps + 1)
     if progress:
-        from tqdm.auto import tqdm
-
         it = tqdm(it, desc="MDP map", unit="step")
     for n in it:
         if use_kernel and rho is not None:

@@ -9,7 +9,8 @@ import numpy as np
 import scipy.fft as sfft
 
 from ..core._errors import FpirlInputError
-from ._common import _ForwardSolver, _bounds, _check_beta, _per_axis
+from ..core.validation import positive
+from ._common import _ForwardSolver, _bounds, _per_axis
 
 def _trig_matrix(x: np.ndarray, lower: float, length: float, m: int) -> np.ndarray:
     """Matrix ``E`` (``len(x) x m``) with ``E @ samples`` = trigonometric interpolant at ``x``.
@@ -97,7 +98,7 @@ class SpectralSolver(_ForwardSolver):
         self.lower, self.upper = _bounds(lower, upper)
         d = self.lower.size
         self.points = _per_axis(points, d, 4, "points")
-        self.beta = _check_beta(beta)
+        self.beta = positive(beta, "beta")
         self.workers = workers
         self.length = self.upper - self.lower
         self.coords = [lo + (hi - lo) * np.arange(m) / m for lo, hi, m in zip(self.lower, self.upper, self.points)]

@@ -14,6 +14,7 @@ import xarray as xr
 
 from ..core._errors import FpirlInputError
 from ..core.grid import BOUNDARIES, ROLES, Grid
+from .._version import __version__
 
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf")
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -243,8 +244,6 @@ def _open_netcdf(path: Path) -> xr.Dataset:
 
 
 def _version() -> str:
-    from .._version import __version__
-
     return str(__version__)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
+import xarray as xr
 
 from ..core._errors import FpirlInputError
 
@@ -36,8 +37,6 @@ def open_zarr(path):
         One line, when the store does not exist or cannot be read, or the ``zarr`` package is
         missing.
     """
-    import xarray as xr
-
     path = Path(path)
     if not path.exists():
         raise FpirlInputError(f"no such file or Zarr store: {str(path)!r}")

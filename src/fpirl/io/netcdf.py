@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Protocol, runtime_checkable
+from typing import Mapping, Protocol, runtime_checkable
 
 import numpy as np
 import xarray as xr
@@ -34,10 +34,8 @@ from ._files import (NETCDF_SUFFIXES, TABLE_SUFFIXES, _attr_value, _open_netcdf,
                      atomic_path, atomic_write, check_output_path, data_kind, grid_coords, grid_from_dataset)
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core.hermite import HermiteSpace
-    from ..mdp.recovery import MDP
+from ..core.hermite import HermiteSpace
+from ._zarr import is_zarr, open_zarr
 
 __all__ = [
     "NETCDF_SUFFIXES",
@@ -106,8 +104,6 @@ def read_density(path) -> DensitySnapshots:
     missing variables or attributes, wrong dims, coordinates that are non-uniform or disagree with
     ``lower``/``upper``, NaN or negative density, fewer than two snapshots and non-uniform times.
     """
-    from ._zarr import is_zarr, open_zarr
-
     path = Path(path)
     if is_zarr(path):
         with open_zarr(path) as ds:
@@ -164,6 +160,18 @@ class FittedPotential(Protocol):
     def potential_on_grid(self) -> np.ndarray: ...
 
 
+@runtime_checkable
+class MDPFields(Protocol):
+    """What :func:`result_dataset` reads from an MDP (:class:`fpirl.mdp.MDP` has it): the fields
+    ``q_value``, ``policy`` and ``reward`` on the grid, and the discount ``gamma``. io reads the
+    fields only, so it does not import the MDP room."""
+
+    q_value: np.ndarray
+    policy: np.ndarray
+    reward: np.ndarray
+    gamma: float
+
+
 _MDP_FIELDS = (
     ("q_value", "Q(s, a) = -psi"),
     ("policy", "Boltzmann policy pi(a | s)"),
@@ -171,7 +179,7 @@ _MDP_FIELDS = (
 )
 
 
-def result_dataset(estimator: FittedPotential, mdp: "MDP | None" = None, extra: Mapping | None = None, *,
+def result_dataset(estimator: FittedPotential, mdp: MDPFields | None = None, extra: Mapping | None = None, *,
                    dt: float | None = None, gamma: float | None = None) -> xr.Dataset:
     """Collect a fitted estimator (and the recovered MDP) into a result dataset (docs/formats.md).
 
@@ -196,14 +204,12 @@ def result_dataset(estimator: FittedPotential, mdp: "MDP | None" = None, extra: 
     TypeError
         If ``estimator`` is not a fitted estimator or ``mdp`` not an :class:`~fpirl.mdp.MDP`.
     """
-    from ..mdp.recovery import MDP
-
     if not isinstance(estimator, FittedPotential):
         missing = [k for k in ("coef_", "beta_", "grid_", "hermite_", "penalty_", "residual_", "settings_",
                                "potential_on_grid") if not hasattr(estimator, k)]
         raise TypeError(f"result_dataset needs a fitted estimator; {type(estimator).__name__} lacks "
                         f"{', '.join(missing)}")
-    if mdp is not None and not isinstance(mdp, MDP):
+    if mdp is not None and not isinstance(mdp, MDPFields):
         raise TypeError(f"mdp must be a fpirl.mdp.MDP, got {type(mdp).__name__}")
     grid: Grid = estimator.grid_
     dims = grid.names
@@ -310,8 +316,6 @@ def model_from_result(ds: xr.Dataset, grid: Grid | None = None) -> FittedModel:
     :class:`FpirlInputError` when the coefficients, ``hermite_elements``, ``beta`` or ``dt`` are
     missing or inconsistent.
     """
-    from ..core.hermite import HermiteSpace
-
     grid = grid_from_dataset(ds, "potential") if grid is None else grid
     if "hermite_coefficients" not in ds:
         raise FpirlInputError("result has no 'hermite_coefficients' variable")

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core._errors import NotFittedError
+from ..core._estimator import BaseEstimator
 from ..core.grid import Grid
 
 
-class FittedPotentialMixin:
+class FittedPotentialMixin(BaseEstimator):
     """Evaluation of a fitted potential ``psi = sum coef_ phi`` in ``hermite_`` (every estimator: the
     density VSI and the track estimators). Needs ``coef_``, ``hermite_`` and ``grid_``."""
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
-            raise RuntimeError(f"this {type(self).__name__} is not fitted yet; call fit first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
     def potential(self, points) -> np.ndarray:
         """psi at scattered points of shape ``(..., d)`` (zero mean over the domain)."""

@@ -23,7 +23,10 @@ from matplotlib.figure import Figure
 
 from ..core._errors import FpirlInputError
 from ..core.grid import Grid
-from ..io.netcdf import atomic_path, grid_from_dataset
+from ..evaluation.metrics import log_log_slope
+from ..io.netcdf import grid_from_dataset
+from ._common import _save, robust_range, save_figure, symmetric_range
+from .slices import plot_slices
 
 __all__ = [
     "nested_grid_image",
@@ -43,28 +46,6 @@ _RESULT_PANELS = (
     ("policy", "policy $\\pi(a\\,|\\,s)$", "magma"),
     ("reward", "reward $R$", "coolwarm"),
 )
-
-
-# --------------------------------------------------------------------------------------------
-# saving
-# --------------------------------------------------------------------------------------------
-def save_figure(fig: Figure, path, dpi: int = 100) -> Path:
-    """Write ``fig`` atomically, in the format of the suffix of ``path``."""
-    return _save(fig, path, dpi)
-
-
-def _save(fig: Figure, path, dpi: int = 100) -> Path:
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    supported = fig.canvas.get_supported_filetypes()
-    if fmt not in supported:
-        raise FpirlInputError(
-            f"cannot write figure {str(path)!r}: unknown image type {path.suffix or '(none)'!r} "
-            f"(use one of {', '.join('.' + k for k in sorted(supported))})"
-        )
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=dpi)
-    return path
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,29 +156,6 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
 
 def _panel_size(grid: Grid) -> tuple[float, float]:
     return (4.8, 3.6) if grid.ndim <= 2 else (6.0, 4.8)
-
-
-def robust_range(*arrays, percentiles=(0.5, 99.5)):
-    """Colour limits ``(lo, hi)``: the given percentiles of the finite values of ``arrays``
-    (``None`` when they are all equal or none is finite)."""
-    vals = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays])
-    vals = vals[np.isfinite(vals)]
-    if vals.size == 0:
-        return None
-    lo, hi = (float(v) for v in np.percentile(vals, percentiles))
-    if not hi > lo:
-        lo, hi = float(vals.min()), float(vals.max())
-    return (lo, hi) if hi > lo else None
-
-
-def symmetric_range(*arrays, percentile=99.5):
-    """Symmetric colour limits ``(-m, m)`` with ``m`` the percentile of ``|values|`` (differences)."""
-    vals = np.abs(np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays]))
-    vals = vals[np.isfinite(vals)]
-    m = float(np.percentile(vals, percentile)) if vals.size else 0.0
-    if not m > 0:
-        m = float(vals.max()) if vals.size else 0.0
-    return (-m, m) if m > 0 else None
 
 
 def _extend(values, vlim) -> str:
@@ -335,8 +293,6 @@ def plot_result(result, path) -> Path:
     """
     grid = grid_from_dataset(result, "potential")
     if grid.ndim > 4:  # 5-D, 6-D: a corner plot of 2-D slices through the potential's minimum
-        from .slices import plot_slices
-
         return plot_slices(result, path)
     panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
     if grid.ndim >= 2 and "potential_std" in result.data_vars:  # 1-D: a band on the potential instead
@@ -410,8 +366,6 @@ def plot_convergence(N, errors: Mapping[str, Sequence[float]], path, xlabel: str
     ``N``; :func:`fpirl.evaluation.metrics.log_log_slope`) is drawn dashed in the curve's colour over that
     range, and the legend gives its slope.
     """
-    from ..evaluation.metrics import log_log_slope
-
     N = np.asarray(N, dtype=float).ravel()
     sel = np.ones(N.shape, bool) if fit_range is None else np.isin(N, np.asarray(fit_range, dtype=float))
     fig = Figure(figsize=(5.6, 4.2), layout="constrained")

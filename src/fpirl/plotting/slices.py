@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from ..core._errors import FpirlInputError
 from ..io.netcdf import grid_from_dataset
+from ._common import _save, robust_range
 
 
 def reference_node(values: np.ndarray) -> tuple[int, ...]:
@@ -32,8 +33,6 @@ def slice_through(values: np.ndarray, ref: tuple[int, ...], axes: tuple[int, ...
 
 def plot_slices(result, path, key: str = "potential", ref: tuple[int, ...] | None = None) -> Path:
     """Corner plot of ``result[key]`` for ``d >= 2`` axes (used by ``fpirl plot`` from 5-D on)."""
-    from .fields import _save, robust_range
-
     if key not in result.data_vars:
         raise FpirlInputError(f"the result has no {key!r} variable to plot")
     grid = grid_from_dataset(result, key)

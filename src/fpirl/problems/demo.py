@@ -24,9 +24,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core._progress import status_line
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
+from ..estimators.identify import PotentialEstimator
+from ..evaluation.metrics import l2_error, relative_l2_error
+from ..forward import simulate_density, von_mises_bump
+from ..io.netcdf import result_dataset, write_density, write_result
+from ..plotting.fields import plot_potential_comparison
+from ..workflows import recover_mdp_from_fit
 
 __all__ = ["DemoProblem", "demo_problem", "run_demo"]
 
@@ -91,8 +98,6 @@ def demo_problem(
     progress: bool = False,
 ) -> DemoProblem:
     """Build the demo's ground truth and simulate its density snapshots (FP PDE, spectral)."""
-    from ..forward import simulate_density, von_mises_bump
-
     lower, upper = [-1.0, -1.0], [1.0, 1.0]
     grid = Grid(lower, upper, elements, names=["s", "a"], roles=["state", "action"], boundary="periodic")
     hermite = HermiteSpace.on_grid(grid, hermite_elements)
@@ -134,13 +139,6 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
         ``beta``, ``residual``, ``seconds`` (wall time per stage), ``data``, ``result`` and
         ``figure`` (paths).
     """
-    from ..core._progress import status_line
-    from ..estimators.identify import PotentialEstimator
-    from ..io.netcdf import result_dataset, write_density, write_result
-    from ..evaluation.metrics import l2_error, relative_l2_error
-    from ..plotting.fields import plot_potential_comparison
-    from ..workflows import recover_mdp_from_fit
-
     def say(msg):
         if verbose:
             status_line(msg)

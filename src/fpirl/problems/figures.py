@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
+from ..mdp.soft_q import soft_policy
+from ..plotting.fields import robust_range, save_figure
 
 
 def free_energy_figure(curve, path) -> Path:
     """Free energy along the MDP map, its per-step change, KL to the stationary density and four
     state densities (a :class:`fpirl.problems.free_energy.FreeEnergyCurve`)."""
-    from matplotlib.figure import Figure
-
-    from ..plotting.fields import robust_range, save_figure
 
     grid = curve.mdp.grid
     steps = np.arange(curve.free_energy.size)
@@ -61,11 +61,6 @@ def soft_q_figure(mq, qfit, spec, path, position_range, velocity_range) -> Path:
     ``mq``: :class:`fpirl.problems.mountain_car_rl.MountainCarQ`; ``qfit``: the Hermite fit of Q;
     ``spec``: the experiment spec (psi_GT); the ranges label the physical axes.
     """
-    from matplotlib.figure import Figure
-
-    from ..plotting.fields import robust_range, save_figure
-    from ..mdp.soft_q import soft_policy
-
     coords = [np.linspace(-1.0, 1.0, n) for n in mq.q.shape]
     fit = qfit.hermite.evaluate_grid(qfit.coef, coords)
     ext = (*position_range, *velocity_range)

@@ -44,6 +44,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
 from ..core.grid import Grid
@@ -262,8 +263,6 @@ def free_energy_curve(params: FreeEnergyParams = FreeEnergyParams(), progress: b
     rho[0] = 0.25
     it = range(1, params.steps + 1)
     if progress:
-        from tqdm.auto import tqdm
-
         it = tqdm(it, desc="free energy: MDP map", unit="step")
     for n in it:
         rho[n] = mdp.push(rho[n - 1][:, :, None, None] * policy)

@@ -10,7 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .free_energy import QUICK_PARAMS, FreeEnergyCurve, FreeEnergyParams, free_energy_curve, scan_parameters
+from ..core._progress import status_line
+from ..io.netcdf import atomic_write
+from .figures import free_energy_figure
+from .free_energy import FreeEnergyCurve, FreeEnergyParams, QUICK_PARAMS, free_energy_curve, scan_parameters
 
 __all__ = ["run_free_energy"]
 
@@ -42,10 +45,6 @@ def run_free_energy(outdir="fpirl-free-energy", progress: bool = True, *, params
     dict
         ``curve`` (FreeEnergyCurve), ``scan`` (list of dicts), ``report``, ``figure``, ``seconds``.
     """
-    from ..core._progress import status_line
-    from ..io.netcdf import atomic_write
-    from .figures import free_energy_figure
-
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     if params is None:

@@ -17,6 +17,8 @@ import numpy as np
 from .mountain_car_rl import (ALPHA, GAMMA, MAX_POSITION, MAX_SPEED, MIN_POSITION,
                               MountainCarQ, SoftQSettings, load_or_solve_mountain_car, mountain_car_step,
                               rollout_gymnasium, solve_mountain_car)
+from ..core.hermite import HermiteSpace
+from .experiment import ExperimentSpec
 
 __all__ = [
     "ALPHA",
@@ -91,8 +93,6 @@ def fit_q_hermite(mq: MountainCarQ, hermite_elements=(8, 8, 2)) -> QFit:
     -------
     QFit
     """
-    from ..core.hermite import HermiteSpace
-
     hermite = HermiteSpace(NORMALISED_LOWER, NORMALISED_UPPER, hermite_elements, periodic=True)
     coords = [np.linspace(-1.0, 1.0, n) for n in mq.q.shape]
     coef = mq.q
@@ -170,8 +170,6 @@ def mountain_car_spec(qfit: QFit, beta: float = MC_BETA, dt: float = MC_DT, step
     rho_0(s) pi_GT(a|s)`` with uniform ``rho_0`` (the paper's uniform start, section 5.1),
     inference in the same Hermite space with ``beta`` fixed.
     """
-    from .experiment import ExperimentSpec
-
     hermite = qfit.hermite
     coords = [np.linspace(-1.0, 1.0, 41)] * 3
     q_state, q_action = split_action_part(qfit)

@@ -21,7 +21,11 @@ from .mountain_car import (MAX_POSITION, MAX_SPEED, MC_ACTION_CONTRAST, MC_ELEME
                            MC_PSI_RANGE, MC_QUICK_ELEMENTS, MC_QUICK_SOFTQ, MC_QUICK_SOLVER_POINTS, MC_QUICK_STEPS,
                            MC_RESOLUTION_CHECK, MC_SOFTQ, MC_SOLVER_POINTS, MC_STEPS, MIN_POSITION, fit_q_hermite,
                            mountain_car_spec)
+from ..core._progress import status_line
+from ..io.netcdf import atomic_write
+from .experiment import json_default, run_experiment
 from .experiment._report import markdown_table
+from .figures import soft_q_figure
 from .mountain_car_rl import load_or_solve_mountain_car, rollout_gymnasium
 
 __all__ = ["run_mountaincar"]
@@ -83,11 +87,6 @@ def run_mountaincar(outdir, elements=None, quick: bool = False, progress: bool =
         The summary of :func:`~fpirl.problems.experiment.run_experiment` plus ``mountain_car``
         (goal rate, fit errors, scaling, policy contrast, timings).
     """
-    from ..core._progress import status_line
-    from ..io.netcdf import atomic_write
-    from .experiment import json_default, run_experiment
-    from .figures import soft_q_figure
-
     t_start = time.perf_counter()
     outdir = Path(outdir)
     if elements is None:

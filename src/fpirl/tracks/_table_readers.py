@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
 
@@ -122,8 +123,6 @@ def _numeric_or_error(values, column: str, row0: int) -> np.ndarray:
 
 
 def _progress_bar(total, progress, desc):
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, disable=not progress, unit="row", unit_scale=True, desc=desc, leave=False)
 
 

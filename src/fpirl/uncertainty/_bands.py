@@ -6,8 +6,12 @@ Public names are re-exported by :mod:`fpirl.uncertainty` (see its module doc for
 from __future__ import annotations
 
 import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
+from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
+from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
 
 
 def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples: int | None = None, rng=0,
@@ -19,11 +23,6 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
     ``policy_lower``, ``policy_upper``, ``reward_lower``, ``reward_upper`` (empty dict when the
     grid lacks state or action axes).
     """
-    from tqdm.auto import tqdm
-
-    from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
-    from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES
-
     quantiles = BAND_QUANTILES if quantiles is None else quantiles
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
 
@@ -64,10 +63,6 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
     ``beta_upper`` (5%/95%). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
-    import xarray as xr
-
-    from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES
-
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
     if post is None:
         return {"uncertainty": "none"}
@@ -98,7 +93,6 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
                     scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False) -> dict:
     """What ``fpirl fit --uncertainty METHOD`` adds to the result (:func:`estimate_uncertainty`
     then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none."""
-    from .estimate import estimate_uncertainty
 
     post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)

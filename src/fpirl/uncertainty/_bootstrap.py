@@ -10,12 +10,12 @@ the replicates' ``[theta; 1/beta]`` form the sample that :mod:`fpirl.uncertainty
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..distributed import run_tasks
 from ..tracks.table import TrackTable
+from ._posterior import samples_posterior
 
 #: Bootstrap replicates by default.
 DEFAULT_REPLICATES = 100
@@ -39,7 +39,7 @@ def resample_tracks(tracks: TrackTable, chosen) -> TrackTable:
 
 def refit_params(est) -> dict:
     """Constructor arguments reproducing ``est`` at its fitted resolution and ridge, without progress."""
-    params = {k: getattr(est, k) for k in inspect.signature(type(est)).parameters if hasattr(est, k)}
+    params = est.get_params(deep=False)
     kept = tuple(getattr(est, "fit_axes_", range(est.hermite_.ndim)))
     if len(kept) < est.hermite_.ndim:
         raise FpirlInputError("the bootstrap refits at a fixed resolution, which cannot keep psi constant along "
@@ -66,7 +66,6 @@ def bootstrap_tracks(est, tracks: TrackTable, n_replicates: int = DEFAULT_REPLIC
                      n_jobs: int | None = None, progress: bool = False):
     """Bootstrap distribution of a fitted track estimator (module doc) as a
     :class:`~fpirl.uncertainty.CoefficientPosterior` with ``method='bootstrap'``."""
-    from .estimate import samples_posterior
 
     if int(n_replicates) != n_replicates or n_replicates < 2:
         raise FpirlInputError(f"the bootstrap needs at least 2 replicates, got {n_replicates!r}")
@@ -79,7 +78,5 @@ def bootstrap_tracks(est, tracks: TrackTable, n_replicates: int = DEFAULT_REPLIC
 
 
 def run_bootstrap(draws, tracks, cls, params, scheduler, n_jobs, progress):
-    from ..distributed import run_tasks
-
     return run_tasks(_replicate, draws, scheduler=scheduler, n_jobs=n_jobs, progress=progress, desc="bootstrap",
                      shared=(tracks, cls, params))

@@ -11,6 +11,8 @@ import numpy as np
 
 from ..core._tensor import apply_along_axes
 from ..core.density import DensitySnapshots
+from ..weakform.matfree import StreamingSnapshots
+from ._bootstrap import refit_params
 
 
 class _EverySecondNode:
@@ -56,8 +58,6 @@ def resolution_column(inner, snapshots, estimated: bool) -> np.ndarray | None:
     to leading order. Returns None when an axis has an odd number of elements or the coarse grid
     would have fewer than 2 elements per axis (or fewer nodes than Hermite coefficients).
     """
-    from ..weakform.matfree import StreamingSnapshots
-
     grid = snapshots.grid
     elements = np.asarray(grid.elements)
     if np.any(elements % 2) or np.any(elements < 4):
@@ -70,7 +70,6 @@ def resolution_column(inner, snapshots, estimated: bool) -> np.ndarray | None:
         data = DensitySnapshots(coarse, snapshots.times, values)
     else:
         data = StreamingSnapshots(coarse, snapshots.times, _EverySecondNode(snapshots))
-    from ._bootstrap import refit_params
 
     with warnings.catch_warnings():  # e.g. "fewer nodes than coefficients": the estimate is still usable
         warnings.simplefilter("ignore")

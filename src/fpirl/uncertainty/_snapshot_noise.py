@@ -66,6 +66,11 @@ from ._resolution import noise_shrinkage, resolution_column
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
+from ..weakform.assembly import _threaded
+from ..weakform.matfree import (KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad, conjugate_gradient,
+                                h1_apply)
+from ._posterior import CoefficientPosterior
+from ..estimators.identify import PotentialEstimator
 
 #: Noise shapes accepted by :func:`snapshot_posterior`.
 NOISE_MODELS = ("auto", "multiplicative", "additive")
@@ -86,8 +91,6 @@ _CACHE_BYTES = 1 << 28
 
 
 def _density_estimator(est):
-    from ..estimators.identify import PotentialEstimator
-
     for cand in (est, getattr(est, "estimator_", None)):
         if isinstance(cand, PotentialEstimator) and getattr(cand, "coef_", None) is not None:
             return cand
@@ -108,8 +111,6 @@ class _Residuals:
         self._filled = False
 
     def _pad(self, q):
-        from ..weakform.matfree import _pad
-
         return _pad(q, self.op.grid.periodic)
 
     def apply(self, q):
@@ -127,8 +128,6 @@ class _Residuals:
 
     def accumulate(self, W, r, qbar):
         """``W[l, j] += sum_k r_k[j] bar q_k[j + l]`` (the band whose adjoint walk is ``Xi(bar q)^T r``)."""
-        from ..weakform.assembly import _threaded
-
         R = np.ascontiguousarray(np.moveaxis(r, 0, -1))
         views = list(self.op._views(self._pad(qbar)))
 
@@ -244,7 +243,6 @@ class _Solver:
             self.chol = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
             self.xtc, self.cc = ne.xtc, ne.cc
             return
-        from ..weakform.matfree import KroneckerPreconditioner, h1_apply
 
         self.chol, self.op, self.rtol = None, op, rtol
         mu = op.trace / self.n
@@ -256,8 +254,6 @@ class _Solver:
             self.schur = self.cc - float(self.xtc @ self.y2)
 
     def _cg(self, b):
-        from ..weakform.matfree import conjugate_gradient
-
         return conjugate_gradient(self.M, b, self.pre, rtol=self.rtol, maxiter=2000)[0]
 
     def solve(self, V: np.ndarray) -> np.ndarray:
@@ -316,9 +312,6 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         ``factor`` with ``S`` columns, ``noise_variance = sigma^2`` (per unit-shape noise),
         ``noise_model`` the shape used, normal quantiles.
     """
-    from ..weakform.matfree import NormalOperator, StreamingSnapshots
-    from .estimate import CoefficientPosterior
-
     if noise not in NOISE_MODELS:
         raise FpirlInputError(f"noise must be one of {', '.join(NOISE_MODELS)}, got {noise!r}")
     inner = _density_estimator(est)

@@ -14,6 +14,8 @@ from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
+from ..core.quadrature import composite_rule, merged_breakpoints
+from .assembly import hat_matrix
 
 
 class KroneckerPreconditioner:
@@ -105,9 +107,6 @@ class Marginals:
 
 def _weighted_grams(hax, fe_axis, w):
     """``int rho h_i' h_j'`` and ``int rho h_i h_j`` with nodal ``rho`` (hat interpolant)."""
-    from .assembly import hat_matrix
-    from ..core.quadrature import composite_rule, merged_breakpoints
-
     breaks = merged_breakpoints(fe_axis.lower + fe_axis.spacing * np.arange(fe_axis.elements + 1), hax.breakpoints)
     x, wq = composite_rule(breaks, 4)
     N = hat_matrix(fe_axis, x)

@@ -39,18 +39,22 @@ whose docstring states the model).
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse
+import xarray as xr
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes, apply_along_axis
-from ._krylov import Marginals
-from .assembly import NormalEquations, _threaded, build_tables, time_pairs
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
+from ..io._files import check_readable, grid_from_dataset
+from ..io._zarr import is_zarr, open_zarr
+from ._krylov import Marginals
+from .assembly import NormalEquations, _threaded, build_tables, time_pairs
 
 __all__ = ["KroneckerPreconditioner", "NormalOperator", "StreamingSnapshots", "conjugate_gradient", "h1_apply",
            "solve_regression", "trace_h1"]
@@ -97,12 +101,6 @@ class StreamingSnapshots:
     def open(cls, path) -> "StreamingSnapshots":
         """A density dataset (netCDF or a Zarr store, the format of :func:`fpirl.io.read_density`)
         opened lazily: only the coordinates are read now, the ``density`` variable chunk by chunk later."""
-        from pathlib import Path
-
-        import xarray as xr
-
-        from ..io._files import check_readable, grid_from_dataset
-        from ..io._zarr import is_zarr, open_zarr
 
         path = Path(path)
         if is_zarr(path):

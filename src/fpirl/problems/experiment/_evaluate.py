@@ -12,6 +12,9 @@ import scipy.linalg
 from ...core.density import DensitySnapshots
 from ...core.grid import Grid
 from ...core.hermite import HermiteSpace
+from ...estimators.identify import PotentialEstimator
+from ...evaluation.metrics import gradient_l2_error, kl_divergence, l2_error, policy_kl, relative_l2_error
+from ...forward.markov import mdp_density_map
 from ...mdp.recovery import recover_mdp
 from ._data import initial_on_grid
 from ._spec import ExperimentSpec
@@ -22,8 +25,6 @@ from ._spec import ExperimentSpec
 # --------------------------------------------------------------------------------------------
 def potential_errors(spec: ExperimentSpec, hermite: HermiteSpace, coef, eval_grid: Grid) -> dict:
     """Paper's L2 errors of psi (means removed) and of ``d psi / d s`` on ``eval_grid``."""
-    from ...evaluation.metrics import gradient_l2_error, l2_error, relative_l2_error
-
     coords = eval_grid.coords
     psi = hermite.evaluate_grid(coef, coords)
     psi_true = spec.hermite.evaluate_grid(spec.coef, coords)
@@ -74,10 +75,6 @@ def fit_and_evaluate(spec: ExperimentSpec, snapshots: DensitySnapshots, truth: _
 
     ``p_ref`` is the MDP-map evolution under the ground truth (the KL reference).
     """
-    from ...estimators.identify import PotentialEstimator
-    from ...evaluation.metrics import kl_divergence, policy_kl, relative_l2_error
-    from ...forward.markov import mdp_density_map
-
     grid = snapshots.grid
     t0 = time.perf_counter()
     est = PotentialEstimator(hermite_elements=spec.hermite_elements, beta=spec.beta, ridge=spec.ridge,
@@ -121,8 +118,6 @@ def fit_and_evaluate(spec: ExperimentSpec, snapshots: DensitySnapshots, truth: _
 
 def _fit_difference(spec: ExperimentSpec, a, b, eval_grid: Grid) -> float:
     """RMS difference of two fitted potentials (means removed) relative to the std of psi_GT."""
-    from ...evaluation.metrics import l2_error
-
     pa = a.hermite_.evaluate_grid(a.coef_, eval_grid.coords)
     pb = b.hermite_.evaluate_grid(b.coef_, eval_grid.coords)
     ref = float(np.std(spec.hermite.evaluate_grid(spec.coef, eval_grid.coords)))

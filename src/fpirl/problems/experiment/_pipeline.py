@@ -14,9 +14,11 @@ from ...core._errors import FpirlInputError
 from ...evaluation.metrics import log_log_slope
 from ._data import (_cache_dir, _points_tag, _read_json, _solver_points, _write_json, fp_data, fp_solution,
                     mdp_map_data)
-from ._evaluate import _fit_difference, _Truth, _truth_on_grid, fit_and_evaluate
+from ...core._progress import progress_bar, status_line
+from ...io.netcdf import atomic_write, read_density, write_density
+from ._evaluate import _Truth, _fit_difference, _truth_on_grid, fit_and_evaluate
 from ._report import _figures, _fmt, _report, _write_result
-from ._spec import KL_RATIO_LIMIT, ExperimentSpec, json_default
+from ._spec import ExperimentSpec, KL_RATIO_LIMIT, json_default
 
 #: psi_GT is only C^1 (cubic Hermite), so its spectrum decays algebraically and the spectral
 #: solver's resolution heuristic fires although the data error is far below the fit error
@@ -83,8 +85,6 @@ class ExperimentData:
         return self._fp["solver"], self._fp["values"]
 
     def _cached(self, path: Path, make):
-        from ...io.netcdf import read_density, write_density
-
         self.lookups += 1
         meta = path.with_suffix(".json")
         if path.exists() and meta.exists():
@@ -160,9 +160,6 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
         ``acceptance`` (list of {check, value, passed}), ``kl_curve_fp`` (finest N), ``data``
         (solver info, cache hits), ``timings``, ``figures``, ``files``.
     """
-    from ...core._progress import progress_bar, status_line
-    from ...io.netcdf import atomic_write
-
     t_start = time.perf_counter()
     Ns = sorted({int(n) for n in np.atleast_1d(elements)})
     if not Ns or Ns[0] < 2:

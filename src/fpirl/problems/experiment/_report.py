@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
+from ...io.netcdf import result_dataset, write_result
+from ...plotting.fields import plot_convergence, plot_fields, plot_kl, plot_potential_comparison
 from ._evaluate import FitOutcome, _Truth
 from ._spec import ExperimentSpec
 
@@ -15,10 +18,6 @@ from ._spec import ExperimentSpec
 # --------------------------------------------------------------------------------------------
 def _write_result(path: Path, spec: ExperimentSpec, outcome: FitOutcome, truth: _Truth, data_kind: str,
                   data_info: dict) -> Path:
-    import xarray as xr
-
-    from ...io.netcdf import result_dataset, write_result
-
     grid = truth.grid
     state_dims = tuple(grid.names[i] for i in grid.state_axes)
     extra = {
@@ -43,8 +42,6 @@ def _write_result(path: Path, spec: ExperimentSpec, outcome: FitOutcome, truth: 
 
 def _figures(spec: ExperimentSpec, outdir: Path, N: int, truth: _Truth, fit: FitOutcome, p_ref, eval_grid,
              Ns, table, fit_range) -> dict:
-    from ...plotting.fields import plot_convergence, plot_fields, plot_kl, plot_potential_comparison
-
     grid = truth.grid
     files = {}
     if grid.ndim in (3, 4):

@@ -14,6 +14,7 @@ from ...core._errors import FpirlInputError
 from ...core.grid import Grid
 from ...core.hermite import HermiteSpace
 from ...mdp.recovery import DEFAULT_GAMMA
+from ._truth import HermitePotential, boltzmann_initial_density
 
 
 
@@ -113,8 +114,6 @@ class ExperimentSpec:
         ``p_0(s, a) = rho_0(s) pi_GT(a|s)``, uniform ``rho_0`` and the Boltzmann policy of ``psi_GT``
         (:func:`~fpirl.problems.experiment.boltzmann_initial_density`; the paper's start). Other
         fields as keywords."""
-        from ._data import boltzmann_initial_density
-
         return cls(lower=tuple(ax.lower for ax in hermite.axes), upper=tuple(ax.upper for ax in hermite.axes),
                    names=names, roles=roles, boundary="periodic" if hermite.periodic else "reflecting",
                    hermite=hermite, coef=coef, beta=float(beta),
@@ -135,9 +134,7 @@ class ExperimentSpec:
         return Grid(self.lower, self.upper, elements, self.names, self.roles, self.boundary)
 
     @property
-    def potential(self) -> "HermitePotential":  # noqa: F821 (defined in ._data, which imports this module)
-        from ._data import HermitePotential
-
+    def potential(self) -> HermitePotential:
         return HermitePotential(self.hermite, self.coef)
 
     def data_key(self) -> str:

@@ -17,10 +17,21 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
 
 from ...core._errors import FpirlInputError
+from ...estimators import IncrementsEstimator, TrackDensityEstimator
+from ...evaluation.adequacy import HelmholtzCheck
+from ...evaluation.baselines import fit_baselines
+from ...evaluation.heldout import fpirl_loglik, heldout_loglik
+from ...io.netcdf import atomic_write, result_dataset, write_result
+from ...tracks.result_attrs import table_attrs
+from ...workflows import recover_mdp_from_fit
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
+from ._mobility import MobilityModel, select_mobility
 from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks
+from ._report import set_figure, write_report
 
 __all__ = ["DATA_ENV", "TRACK_SETS", "TrackSet", "locate_data", "run_realdata", "run_set"]
 
@@ -29,10 +40,6 @@ SEED = 0
 
 
 def _subset_csv(src: Path, spec: TrackSet, ids, out: Path) -> Path:
-    import pandas as pd
-
-    from ...io.netcdf import atomic_write
-
     df = pd.read_csv(src)
     keep = df[spec.track].astype(str).isin({str(i) for i in ids})
     atomic_write(out, lambda tmp: df[keep].to_csv(tmp, index=False))
@@ -47,14 +54,6 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
             cv_elements=None) -> dict:
     """Fit, evaluate and draw one set; returns its report row (``density=False`` skips the density
     estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries)."""
-    from ...estimators import IncrementsEstimator
-    from ...evaluation.adequacy import HelmholtzCheck
-    from ...evaluation.baselines import fit_baselines
-    from ...estimators import TrackDensityEstimator
-    from ...evaluation.heldout import fpirl_loglik, heldout_loglik
-    from ...io.netcdf import result_dataset, write_result
-    from ...workflows import recover_mdp_from_fit
-    from ._report import set_figure
 
     folder = out / spec.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -82,7 +81,6 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     density_time = time.perf_counter() - t0
 
     # the generalisation: velocity-dependent mobility on the best velocity-only psi (degree by CV)
-    from ._mobility import MobilityModel, select_mobility
 
     vel = best_velocity_only(est.cv_, train.state_axes)
     t0 = time.perf_counter()
@@ -95,11 +93,8 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     check = HelmholtzCheck(random_state=SEED).fit(train)
 
     mdp = recover_mdp_from_fit(est, train.dt)
-    src = dict(train.source or {})
-    extra = {**base.to_attrs(), **check.to_attrs(), "source": str(csv), "source_kind": "tracks",
-             "estimator": "increments", **{k: v for k, v in est.result_extra().items()}, "table_track": spec.track,
-             "table_time": spec.time, "table_state": ",".join(spec.state), "table_action": "velocity",
-             "table_stride": int(src.get("stride", 1))}
+    extra = {**base.to_attrs(), **check.to_attrs(), **est.result_extra(), **table_attrs(train, source=csv),
+             "estimator": "increments"}
     write_result(folder / "result.nc", result_dataset(est, mdp=mdp, dt=train.dt, gamma=mdp.gamma, extra=extra))
     for part, name in ((train, "train.csv"), (test, "test.csv")):
         _subset_csv(csv, spec, part.track_ids, folder / name)
@@ -160,8 +155,6 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
     cv_elements : sequence of int, optional
         Velocity-axis elements tried by the cross-validation (default: the estimator's own list).
     """
-    from ._report import write_report
-
     data_dir = locate_data(data)
     if data_dir is None:
         raise FpirlInputError(f"no real-data folder found: pass --data DIR or set ${DATA_ENV}")
@@ -172,8 +165,6 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
     (out / "data").mkdir(parents=True, exist_ok=True)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=len(specs), desc="realdata sets", unit="set")
     rows = []
     t0 = time.perf_counter()

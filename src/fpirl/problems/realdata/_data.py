@@ -13,7 +13,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from ...core._errors import FpirlInputError
+from ...io.netcdf import atomic_write
+from ...tracks.reading import read_tracks
 
 #: environment variable overriding the location of the real-data folder
 DATA_ENV = "FPIRL_REALDATA"
@@ -90,13 +94,11 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
     src = spec.path(data_dir)
     if spec.fps is None:
         return src
-    import pandas as pd
 
     out = Path(work_dir) / f"{spec.name}.csv"
     if not out.exists():
         df = pd.read_csv(src, sep=r"\s+", comment="#", header=None, names=["id", "frame", "x", "y", "z"])
         df["t_s"] = df["frame"] / spec.fps
-        from ...io.netcdf import atomic_write
 
         atomic_write(out, lambda tmp: df[["id", "t_s", "x", "y"]].to_csv(tmp, index=False))
     return out
@@ -105,7 +107,6 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
 def read_set(spec: TrackSet, data_dir: Path, work_dir: Path):
     """The set as a :class:`~fpirl.tracks.TrackTable` (position states, velocity actions, reflecting)
     and the CSV it was read from."""
-    from ...tracks.reading import read_tracks
 
     path = table_csv(spec, data_dir, work_dir)
     table = read_tracks(path, track=spec.track, time=spec.time, state=list(spec.state), action="velocity",

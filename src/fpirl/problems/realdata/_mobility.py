@@ -30,6 +30,7 @@ from ...tracks.steps import Transitions, gaussian_logpdf
 from ...evaluation.adequacy import _legendre_design, _multi_indices
 from ...core.hermite import HermiteSpace
 from ._model import VelocityPotentialEstimator, _action_table
+from ...tracks.steps import observed_transitions
 
 LOG_G_DEGREE = 3
 #: |log g| never exceeds this (mobility within a factor e^3 of its typical value)
@@ -132,7 +133,7 @@ class MobilityModel:
 
     def fit(self, table):
         sub = _action_table(table)
-        base = VelocityPotentialEstimator(self.hermite_elements, self.ridge).fit(table)
+        base = VelocityPotentialEstimator(hermite_elements=self.hermite_elements, ridge=self.ridge).fit(table)
         A = list(table.action_axes)
         self.lower_, self.upper_ = table.lower[A], table.upper[A]
         self.space_ = HermiteSpace(self.lower_, self.upper_, self.hermite_elements, periodic=False)
@@ -185,8 +186,6 @@ def select_mobility(train, hermite_elements, ridge, degrees=(0, 1, 2), folds=3, 
 
     Returns ``(degree, {degree: mean CV log-likelihood})``.
     """
-    from ...tracks.steps import observed_transitions
-
     fold = np.random.default_rng(seed).permutation(train.n_tracks) % folds
     scores = {}
     for deg in degrees:

@@ -45,7 +45,7 @@ class VelocityPotentialEstimator(TrackEstimatorMixin):
 
     name = "increments (velocity-only psi)"
 
-    def __init__(self, hermite_elements=3, ridge=1e-2):
+    def __init__(self, *, hermite_elements=3, ridge=1e-2):
         self.hermite_elements = hermite_elements
         self.ridge = ridge
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
+from ...io.netcdf import atomic_write
+from ...plotting.fields import _save
 
 
 def _image(fig, ax, grid, values, title, cmap, axes_idx):
@@ -26,9 +29,6 @@ def _image(fig, ax, grid, values, title, cmap, axes_idx):
 def set_figure(path: Path, name: str, grid, maps: dict, observed, simulated, units: str) -> Path:
     """Six panels: marginal potential, policy mean velocity, mean reward, reward vs velocity,
     observed and simulated tracks (positions, same axes)."""
-    from matplotlib.figure import Figure
-
-    from ...plotting.fields import _save
 
     S, A = grid.state_axes, grid.action_axes
     fig = Figure(figsize=(15, 9), layout="constrained")
@@ -100,8 +100,6 @@ def _fmt(x, nd=3):
 
 def write_report(path: Path, rows: list, settings: dict) -> Path:
     """report.md: one table over the sets, the chosen models, and what the numbers say."""
-    from ...io.netcdf import atomic_write
-
     lines = [
         "# Real tracks: held-out prediction and model adequacy",
         "",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.hermite import HermiteSpace
+from ..core.hermite import HermiteSpace, element_cubics
 
 #: rows per BLAS block (bounds the temporary ``W`` to a few tens of MB)
 _CHUNK = 1 << 15
@@ -57,29 +57,19 @@ class IncrementSystem:
         return float(max(t @ self.A @ t + 2.0 * t @ self.b + self.c, 0.0))
 
 
+def candidate_space(lower, upper, periodic: bool, elements) -> tuple[HermiteSpace, list[int]]:
+    """The Hermite space of a candidate on its axes with elements (``kept``), and those axes."""
+    kept = [i for i, e in enumerate(elements) if e > 0]
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    return HermiteSpace(lower[kept], upper[kept], [elements[i] for i in kept], periodic), kept
+
+
 def _row_kron(tables: list[np.ndarray]) -> np.ndarray:
     """Row-wise Kronecker product of ``(m, 4)`` tables: ``(m, 4^d)`` in C order of the axes."""
     out = tables[0]
     for t in tables[1:]:
         out = (out[:, :, None] * t[:, None, :]).reshape(out.shape[0], -1)
     return out
-
-
-def _cubic_tables(xi: np.ndarray, H: float) -> tuple[np.ndarray, np.ndarray]:
-    """Values and x-derivatives of the 4 local Hermite functions (slope dofs scaled by ``H``)."""
-    xi2 = xi * xi
-    xi3 = xi2 * xi
-    t0 = np.empty((xi.size, 4))
-    t0[:, 0] = 1 - 3 * xi2 + 2 * xi3
-    t0[:, 1] = H * (xi - 2 * xi2 + xi3)
-    t0[:, 2] = 3 * xi2 - 2 * xi3
-    t0[:, 3] = H * (xi3 - xi2)
-    t1 = np.empty((xi.size, 4))
-    t1[:, 0] = (6 * xi2 - 6 * xi) / H
-    t1[:, 1] = 1 - 4 * xi + 3 * xi2
-    t1[:, 2] = -t1[:, 0]
-    t1[:, 3] = 3 * xi2 - 2 * xi
-    return t0, t1
 
 
 def _cell_dofs(space: HermiteSpace, cell_index) -> np.ndarray:
@@ -150,7 +140,8 @@ def assemble_increments(space: HermiteSpace, points: np.ndarray, velocity: np.nd
             rhs = np.zeros(dofs.size)
             for s in range(start, stop, _CHUNK):
                 e = min(s + _CHUNK, stop)
-                tabs = [_cubic_tables(xis[b][s:e], spacing[b]) for b in range(d)]
+                tabs = [(element_cubics(xis[b][s:e], spacing[b], 0), element_cubics(xis[b][s:e], spacing[b], 1))
+                        for b in range(d)]
                 W = np.concatenate([_row_kron([tabs[b][int(b == a)] for b in range(d)])
                                     * (1.0 if rw is None else rw[s:e, j, None]) for j, a in enumerate(drift_axes)])
                 block += W.T @ W

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.ndimage
+from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
@@ -126,7 +127,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
 
     name = "density"
 
-    def __init__(self, hermite_elements="auto", fe_elements="auto", beta=None, beta_from="increments", ridge=None,
+    def __init__(self, *, hermite_elements="auto", fe_elements="auto", beta=None, beta_from="increments", ridge=None,
                  stride=DEFAULT_STRIDE, pool="auto", smoothing=None, time_scheme="midpoint", progress=False):
         self.hermite_elements = hermite_elements
         self.fe_elements = fe_elements
@@ -142,6 +143,14 @@ class TrackDensityEstimator(TrackEstimatorMixin):
     # ------------------------------------------------------------------------------------
     def snapshots(self, tracks: TrackTable) -> DensitySnapshots:
         """The density snapshots of ``tracks`` on the FE grid (sets ``grid_``, ``pool_``, ``bandwidth_``)."""
+        snaps, learned = self._snapshots(tracks)
+        for name, value in learned.items():
+            setattr(self, name, value)
+        return snaps
+
+    def _snapshots(self, tracks: TrackTable) -> tuple[DensitySnapshots, dict]:
+        """The snapshots and the learned attributes they fix (``grid_``, ``pool_``, ``bandwidth_``,
+        ``n_snapshots_``), without setting them."""
         tracks = check_tracks(tracks)
         if tracks.n_obs == 0:
             raise FpirlInputError("the track table is empty")
@@ -197,8 +206,6 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         bandwidths = []
         it = range(snap_frames.size)
         if self.progress:
-            from tqdm.auto import tqdm
-
             it = tqdm(it, desc="snapshots", unit="snapshot")
         for k in it:
             a, b = np.searchsorted(fsorted, [snap_frames[k] - w, snap_frames[k] + w + 1])
@@ -217,19 +224,17 @@ class TrackDensityEstimator(TrackEstimatorMixin):
                 bandwidths.append(h)
                 rho = smooth_density(rho, grid, h)
             values[k] = rho
-        self.grid_ = grid
-        self.pool_ = w
-        self.bandwidth_ = np.mean(bandwidths, axis=0) if bandwidths else None
-        self.n_snapshots_ = int(snap_frames.size)
+        learned = {"grid_": grid, "pool_": w, "bandwidth_": np.mean(bandwidths, axis=0) if bandwidths else None,
+                   "n_snapshots_": int(snap_frames.size)}
         times = tracks.time.min() + snap_frames * tracks.dt
-        return DensitySnapshots(grid, times, values)
+        return DensitySnapshots(grid, times, values), learned
 
     def fit(self, tracks: TrackTable) -> "TrackDensityEstimator":
         """Build the snapshots and fit psi (and beta) by the VSI."""
         beta = check_beta(self.beta)
         if self.beta_from not in ("increments", "vsi"):
             raise FpirlInputError(f"beta_from must be 'increments' or 'vsi', got {self.beta_from!r}")
-        snaps = self.snapshots(tracks)
+        snaps, learned = self._snapshots(tracks)
         beta_source = "given" if beta is not None else self.beta_from
         if beta is None and self.beta_from == "increments":
             _, dx = tracks.increments()
@@ -245,9 +250,11 @@ class TrackDensityEstimator(TrackEstimatorMixin):
             herm_sel = "rule"
         else:
             herm_sel = "fixed"
-            herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1)
+            herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1, auto=True)
         inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
                                    time_scheme=self.time_scheme, progress=self.progress).fit(snaps)
+        for name, value in learned.items():  # every check passed: the learned attributes, all at once
+            setattr(self, name, value)
         self.estimator_ = inner
         self.coef_ = inner.coef_
         self.beta_ = inner.beta_

@@ -1,4 +1,5 @@
-"""Helpers around the two solvers: smooth periodic initial densities, default resolutions and
+"""The Fokker-Planck PDE onto an fpirl grid (the Markov map of the MDP is :mod:`fpirl.forward.markov`):
+smooth periodic initial densities, default resolutions of the two solvers and
 :func:`simulate_density` (solve on the solver's grid, interpolate onto an fpirl grid)."""
 
 from __future__ import annotations
