@@ -181,3 +181,11 @@ def test_imports_inside_functions_only_for_optional_packages():
                     continue
                 bad += [f"{name}.{fn.name}: {m}" for m in mods if m.split(".")[0] not in OPTIONAL]
     assert not bad, bad
+
+
+def test_alias_keeps_the_module_spec():
+    """Importing through an old path leaves the module's own ``__spec__`` (relative imports inside
+    it and pickling rely on ``__spec__.parent == __package__``)."""
+    for old, new in sorted(MOVED.items()):
+        module = importlib.import_module(old)
+        assert module.__spec__.name == new and module.__spec__.parent == module.__package__

@@ -61,10 +61,12 @@ class _Alias(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._spec = module.__spec__  # importlib overwrites __spec__ with the alias's; put it back
+        return module
 
     def exec_module(self, module):  # already executed under its new name
-        pass
+        module.__spec__ = self._spec
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
