@@ -60,6 +60,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", metavar="G", type=_discount, default=None,
                    help="discount factor in [0, 1) for the reward (default 0.99); Q-value, policy and "
                    "reward are recovered whenever the data have state and action axes")
+    p.add_argument("--reward", choices=("soft", "expected"), default="soft",
+                   help="inverse Bellman convention of the reward: 'soft' (default; R = Q - gamma E[V(s')] with the "
+                   "soft value V = log int exp(beta Q) da / beta, whose soft-optimal policy is the fitted one) or "
+                   "'expected' (the paper's equation, V = int pi Q da)")
     p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default=None,
                    help="time discretisation of the weak-form residual (density data and --estimator density; "
                    "default midpoint)")
@@ -184,7 +188,7 @@ def _fit_density(args, out) -> int:
     est.fit(snapshots)
     from ..workflows import recover_mdp_from_fit
 
-    mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma)
+    mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
     from ..uncertainty import fit_uncertainty
 
@@ -270,7 +274,7 @@ def _fit_table(args, out) -> int:
 
     from ..workflows import recover_mdp_from_fit
 
-    mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma)
+    mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
     src = tracks.source
     extra = dict(est.result_extra())

@@ -5,8 +5,10 @@ and soft Q-iteration.
 The public names of the former module ``fpirl.mdp`` are re-exported here.
 """
 
-from .recovery import (DEFAULT_GAMMA, MDP, GaussianTransition, boltzmann_policy, inverse_bellman_reward,
-                       recover_mdp, state_marginal, state_shape)
+from .recovery import (DEFAULT_GAMMA, MDP, REWARD_CONVENTIONS, GaussianTransition, boltzmann_policy,
+                       inverse_bellman_reward, recover_mdp, soft_inverse_bellman_reward, soft_state_value,
+                       state_marginal, state_shape)
 
-__all__ = ['DEFAULT_GAMMA', 'GaussianTransition', 'MDP', 'boltzmann_policy', 'inverse_bellman_reward',
-           'recover_mdp', 'state_marginal', 'state_shape']
+__all__ = ['DEFAULT_GAMMA', 'GaussianTransition', 'MDP', 'REWARD_CONVENTIONS', 'boltzmann_policy',
+           'inverse_bellman_reward', 'recover_mdp', 'soft_inverse_bellman_reward', 'soft_state_value',
+           'state_marginal', 'state_shape']

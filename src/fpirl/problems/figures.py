@@ -64,7 +64,7 @@ def soft_q_figure(mq, qfit, spec, path, position_range, velocity_range) -> Path:
     from matplotlib.figure import Figure
 
     from ..plotting.fields import robust_range, save_figure
-    from ..mdp.soft_q import soft_policy
+    from ..rl.soft_q import soft_policy
 
     coords = [np.linspace(-1.0, 1.0, n) for n in mq.q.shape]
     fit = qfit.hermite.evaluate_grid(qfit.coef, coords)

@@ -49,7 +49,7 @@ from ..core._errors import FpirlInputError
 from ..core.grid import Grid
 from ..mdp.recovery import GaussianTransition, boltzmann_policy
 from ..evaluation.metrics import free_energy_mdp, kl_divergence
-from ..mdp.soft_q import soft_value_iteration
+from ..rl.soft_q import soft_value_iteration
 
 __all__ = [
     "QUICK_PARAMS",

@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..core._errors import FpirlInputError
-from ..mdp.soft_q import soft_policy, soft_state_value, soft_value_iteration
+from ..rl.soft_q import soft_policy, soft_state_value, soft_value_iteration
 
 # --- gymnasium MountainCarContinuous-v0 constants ---------------------------------------------
 MIN_POSITION = -1.2
