@@ -191,12 +191,22 @@ class MountainCarQ:
         return self.action[j]
 
 
-def solve_mountain_car(settings: SoftQSettings = SoftQSettings()) -> MountainCarQ:
+def solve_mountain_car(settings: SoftQSettings = SoftQSettings(), reward=None, continuing: bool = False) -> MountainCarQ:
     r"""Soft Q-iteration for Mountain Car (see the module docstring).
 
     The Bellman backup is ``Q <- r + gamma P V`` with the sparse matrix ``P`` (rows: grid nodes
     ``(x, v, a)``; columns: state nodes) holding the bilinear-interpolation weights at the
     deterministic next state ``f(x, v, a)``, and zero rows where the step terminates.
+
+    Parameters
+    ----------
+    settings : SoftQSettings
+    reward : callable, optional
+        ``r(points)`` of physical ``(x, v, a)`` points ``(..., 3)`` instead of gymnasium's reward
+        (e.g. a recovered reward, :func:`fpirl.rl.reward_function` composed with the box map).
+    continuing : bool
+        No terminal states (the step at the goal continues from the next state): the recovered
+        reward's MDP is a continuing task.
     """
     t0 = time.perf_counter()
     s = settings
@@ -206,9 +216,14 @@ def solve_mountain_car(settings: SoftQSettings = SoftQSettings()) -> MountainCar
     vg = np.linspace(-MAX_SPEED, MAX_SPEED, s.n_velocity)
     ag = np.linspace(-1.0, 1.0, s.n_action)
     X, V, A = np.meshgrid(xg, vg, ag, indexing="ij")
-    x1, v1, terminal, reward = mountain_car_step(X, V, A)
+    x1, v1, terminal, r_env = mountain_car_step(X, V, A)
+    if reward is None:
+        reward = r_env
+    else:
+        reward = np.asarray(reward(np.stack([X, V, A], axis=-1)), dtype=float).reshape(X.shape)
     idx, w = _bilinear(xg, vg, x1, v1)
-    w = w * (~terminal.ravel())[:, None]
+    if not continuing:
+        w = w * (~terminal.ravel())[:, None]
     n = X.size
     P = sp.csr_matrix((w.ravel(), (np.repeat(np.arange(n), 4), idx.ravel())), shape=(n, xg.size * vg.size))
     shape = X.shape

@@ -79,7 +79,7 @@ class DynamicsChange:
     def attrs(self) -> dict:
         """The change as dataset attributes (``solve_<name>``)."""
         out = {f"solve_{k}": v for k, v in asdict(self).items() if k != "drift"}
-        out["solve_drift_callable"] = self.drift is not None
+        out["solve_drift_callable"] = int(self.drift is not None)
         return out
 
 
@@ -115,7 +115,7 @@ def changed_transition(grid: Grid, grad_s_psi, beta: float, dt: float, change: D
     ds, acts = grid.state_axes, grid.action_axes
     if change.action_drift != 0.0:
         if len(acts) != len(ds):
-            raise FpirlInputError(f"--action-drift needs as many action axes as state axes (action i pushes state i); "
+            raise FpirlInputError(f"an action push (--action-drift) needs as many action axes as state axes (action i pushes state i); "
                                   f"the grid has {len(ds)} state and {len(acts)} action axes")
         for k, i in enumerate(acts):
             a = grid.axes[i].nodes.reshape([-1 if j == i else 1 for j in range(grid.ndim)])
