@@ -67,8 +67,11 @@ def _mean_kl(p, q, grid):
 
 
 def transfer_table(grid: Grid, beta: float, dt: float, gamma: float, truth: TransferModel, fit: TransferModel,
-                   changes=None) -> dict:
+                   changes=None, extra=None) -> dict:
     """The T1/T2 table (module docstring).
+
+    ``extra``: more candidates, ``{name: f(change, true_changed_transition) -> policy}`` (e.g. a
+    peer's reward re-solved under the true changed transition).
 
     Returns
     -------
@@ -95,6 +98,8 @@ def transfer_table(grid: Grid, beta: float, dt: float, gamma: float, truth: Tran
             "reward_q": solve_soft(grid, -fit.psi, t_fit, beta, gamma).policy,
             "uniform": uniform,
         }
+        for key, make in (extra or {}).items():
+            cands[key] = make(change, t_true)
         j_expert = evaluate_policy(grid, expert, r_true, t_true, beta, gamma).mean_return
         row = {"change": name, "value_expert": j_expert}
         for key, pi in cands.items():
@@ -108,13 +113,14 @@ def transfer_table(grid: Grid, beta: float, dt: float, gamma: float, truth: Tran
 
 def transfer_markdown(table: dict, gamma: float, note: str = "") -> str:
     """The T1/T2 tables as a report section (markdown)."""
-    head = "| change | " + " | ".join(_LABELS[c] for c in CANDIDATES) + " |"
-    sep = "|---" * (len(CANDIDATES) + 1) + "|"
-    kl = [head, sep] + ["| " + r["change"] + " | " + " | ".join(f"{r[f'kl_{c}']:.3g}" for c in CANDIDATES) + " |"
+    cands = [k[3:] for k in table["rows"][0] if k.startswith("kl_")]
+    head = "| change | " + " | ".join(_LABELS.get(c, c) for c in cands) + " |"
+    sep = "|---" * (len(cands) + 1) + "|"
+    kl = [head, sep] + ["| " + r["change"] + " | " + " | ".join(f"{r[f'kl_{c}']:.3g}" for c in cands) + " |"
                         for r in table["rows"]]
     gap = [head.replace("| change |", "| change | expert J |"), sep + "---|"]
     gap += ["| " + r["change"] + f" | {r['value_expert']:.4g} | "
-            + " | ".join(f"{r[f'gap_{c}']:.3g}" for c in CANDIDATES) + " |" for r in table["rows"]]
+            + " | ".join(f"{r[f'gap_{c}']:.3g}" for c in cands) + " |" for r in table["rows"]]
     return "\n".join([
         "## Transfer of the recovered reward (T1: same dynamics, T2: changed dynamics)", "", note, "",
         "The expert's new optimum is the soft-optimal policy of the true reward under the true dynamics with the "

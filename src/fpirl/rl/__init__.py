@@ -12,9 +12,10 @@ dynamics, evaluate policies, and act in gymnasium environments.
 
 from .dynamics import DynamicsChange, changed_transition, transition_from_result
 from .reward import RecoveredReward, reward_function
+from .solved import solve_result
 from .solver import PolicyEvaluation, SoftSolution, evaluate_policy, soft_optimal_policy, solve_soft
 from .soft_q import SoftQSolution, soft_policy, soft_state_value, soft_value_iteration
 
 __all__ = ["DynamicsChange", "PolicyEvaluation", "RecoveredReward", "SoftQSolution", "SoftSolution",
            "changed_transition", "evaluate_policy", "reward_function", "soft_optimal_policy", "soft_policy",
-           "soft_state_value", "soft_value_iteration", "solve_soft", "transition_from_result"]
+           "soft_state_value", "soft_value_iteration", "solve_result", "solve_soft", "transition_from_result"]
