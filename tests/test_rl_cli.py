@@ -142,3 +142,38 @@ def test_reward_wrapper_and_rollout(results, cli):
     summary = json.loads(proc.stdout)
     assert summary["episodes"] == 1 and len(summary["steps"]) == 1
     cli.assert_input_error(cli("rollout", results["2s1a"], "--env", "NoSuchEnv-v9", "--episodes", "1"), "NoSuchEnv")
+
+
+def test_fit_reward_convention_option(tmp_path, cli):
+    from fpirl import DensitySnapshots, write_density
+    from fpirl.forward import simulate_density, von_mises_bump
+
+    grid = Grid([-1, -1], [1, 1], 10, names=["s", "a"], roles=["state", "action"])
+    k = np.pi
+
+    def psi(x):
+        return 0.5 * np.cos(k * x[..., 0]) * np.sin(k * x[..., 1]) + 0.3 * np.cos(k * x[..., 1])
+
+    def grad(x):
+        s, a = x[..., 0], x[..., 1]
+        return np.stack([-0.5 * k * np.sin(k * s) * np.sin(k * a),
+                         0.5 * k * np.cos(k * s) * np.cos(k * a) - 0.3 * k * np.sin(k * a)], axis=-1)
+
+    times = 0.02 * np.arange(8)
+    values = simulate_density(grid, psi, grad, 4.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
+    data = tmp_path / "d.nc"
+    write_density(data, DensitySnapshots(grid, times, values))
+    out = {}
+    for conv in ("soft", "expected"):
+        out[conv] = tmp_path / f"{conv}.nc"
+        args = ["fit", data, "-o", out[conv], "--hermite-elements", "3", "--beta", "4", "--uncertainty", "none",
+                "--no-progress"] + ([] if conv == "soft" else ["--reward", "expected"])
+        assert cli(*args).returncode == 0
+    soft, exp = read_result(out["soft"]), read_result(out["expected"])
+    assert soft.attrs["reward_convention"] == "soft" and exp.attrs["reward_convention"] == "expected"
+    pi, gamma, beta = soft["policy"].values, soft.attrs["gamma"], 4.0
+    from fpirl.rl import transition_from_result
+
+    ent = -grid.integrate(pi * np.log(pi), axes=(1,))
+    diff = gamma / beta * transition_from_result(soft).expect(ent)  # R_expected - R_soft
+    np.testing.assert_allclose(exp["reward"].values - soft["reward"].values, diff, atol=1e-10)

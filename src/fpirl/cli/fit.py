@@ -194,7 +194,7 @@ def _fit_density(args, out) -> int:
 
     extra = {"source": str(args.data), "source_kind": "density"}
     extra.update(fit_uncertainty(est, args.uncertainty, snapshots, snapshots.dt, gamma, n_samples=args.uncertainty_samples,
-                                 progress=_progress(args)))
+                                 progress=_progress(args), reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     print(
@@ -292,7 +292,8 @@ def _fit_table(args, out) -> int:
     from ..uncertainty import fit_uncertainty
 
     extra.update(fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
-                                 scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args)))
+                                 scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args),
+                                 reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     import numpy as np

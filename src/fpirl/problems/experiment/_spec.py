@@ -70,6 +70,9 @@ class ExperimentSpec:
     result_attrs : dict
         Extra attrs of every result file (e.g. Mountain Car's physical box, ``physical_lower`` /
         ``physical_upper``).
+    reward : {'soft', 'expected'}
+        Reward convention of the recovered MDPs (:func:`fpirl.mdp.recover_mdp`); ``'expected'``
+        reproduces the paper's reward figures.
     transfer : bool
         Add the T1/T2 transfer tables of the recovered reward on the finest grid
         (:mod:`fpirl.problems.transfer`) to the report.
@@ -100,6 +103,7 @@ class ExperimentSpec:
     description: str = ""
     initial_description: str = ""
     result_attrs: dict = field(default_factory=dict)
+    reward: str = "soft"
     transfer: bool = True
 
     def __post_init__(self):
