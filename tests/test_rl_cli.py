@@ -49,6 +49,7 @@ def test_solve_same_dynamics_gives_back_the_policy(results, tmp_path, cli):
     proc = cli("solve", results["2s2a"], "-o", out)
     assert proc.returncode == 0, proc.stderr
     ds, src = read_result(out), read_result(results["2s2a"])
+    assert src.attrs["reward_convention"] == "soft"
     grid = Grid([-1] * 4, [1] * 4, 6, roles=["state", "state", "action", "action"])
     assert policy_kl(src["policy"].values, ds["policy"].values, grid).max() <= 1e-10
     w = np.multiply.outer(grid.axes[2].node_weights, grid.axes[3].node_weights)
@@ -163,17 +164,20 @@ def test_fit_reward_convention_option(tmp_path, cli):
     values = simulate_density(grid, psi, grad, 4.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
     data = tmp_path / "d.nc"
     write_density(data, DensitySnapshots(grid, times, values))
-    out = {}
-    for conv in ("soft", "expected"):
-        out[conv] = tmp_path / f"{conv}.nc"
-        args = ["fit", data, "-o", out[conv], "--hermite-elements", "3", "--beta", "4", "--uncertainty", "none",
-                "--no-progress"] + ([] if conv == "soft" else ["--reward", "expected"])
-        assert cli(*args).returncode == 0
-    soft, exp = read_result(out["soft"]), read_result(out["expected"])
-    assert soft.attrs["reward_convention"] == "soft" and exp.attrs["reward_convention"] == "expected"
-    pi, gamma, beta = soft["policy"].values, soft.attrs["gamma"], 4.0
+    out = tmp_path / "expected.nc"
+    proc = cli("fit", data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--uncertainty", "none",
+               "--no-progress", "--reward", "expected")
+    assert proc.returncode == 0, proc.stderr
+    exp = read_result(out)
+    assert exp.attrs["reward_convention"] == "expected"
+    from fpirl.cli import build_parser
     from fpirl.rl import transition_from_result
 
-    ent = -grid.integrate(pi * np.log(pi), axes=(1,))
-    diff = gamma / beta * transition_from_result(soft).expect(ent)  # R_expected - R_soft
-    np.testing.assert_allclose(exp["reward"].values - soft["reward"].values, diff, atol=1e-10)
+    assert build_parser().parse_args(["fit", str(data), "-o", "r.nc", "--beta", "1"]).reward == "soft"
+    pi, q, gamma, beta = exp["policy"].values, exp["q_value"].values, exp.attrs["gamma"], 4.0
+    tr = transition_from_result(exp)
+    w = grid.axes[1].node_weights
+    v_soft = np.log(np.sum(w * np.exp(beta * q), axis=1)) / beta
+    np.testing.assert_allclose(exp["reward"].values, q - gamma * tr.expect(np.sum(w * pi * q, axis=1)), atol=1e-10)
+    ent = -np.sum(w * pi * np.log(pi), axis=1)
+    np.testing.assert_allclose(v_soft - np.sum(w * pi * q, axis=1), ent / beta, atol=1e-10)  # V_soft = E_pi Q + H / beta
