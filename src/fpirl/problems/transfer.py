@@ -111,7 +111,7 @@ def transfer_table(grid: Grid, beta: float, dt: float, gamma: float, truth: Tran
     return {"rows": rows, "seconds": time.perf_counter() - t0}
 
 
-def transfer_markdown(table: dict, gamma: float, note: str = "") -> str:
+def transfer_markdown(table: dict, gamma: float, note: str = "", figure: str | None = None) -> str:
     """The T1/T2 tables as a report section (markdown)."""
     cands = [k[3:] for k in table["rows"][0] if k.startswith("kl_")]
     head = "| change | " + " | ".join(_LABELS.get(c, c) for c in cands) + " |"
@@ -131,4 +131,5 @@ def transfer_markdown(table: dict, gamma: float, note: str = "") -> str:
         "Mean over the states of KL(expert's new optimum || policy):", "", *kl, "",
         f"True-reward value gap J(expert) - J(policy) (J: entropy-regularised value under the true reward and "
         f"dynamics, mean over uniform start states, gamma = {gamma:g}; lower is better):", "", *gap, "",
+        *([f"![transfer]({figure})", ""] if figure else []),
         f"Computed in {table['seconds']:.1f} s.", ""])

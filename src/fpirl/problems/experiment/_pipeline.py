@@ -250,6 +250,10 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
             TransferModel(est.potential_on_grid(grid_last), est.gradient_on_grid(grid_last, axes=grid_last.state_axes)))
         transfer["N"] = N_last
         timings["transfer tables (T1/T2)"] = transfer["seconds"]
+        from ...plotting.transfer import plot_transfer
+
+        figures["transfer"] = plot_transfer(transfer, outdir / "fig_transfer.png",
+                                            f"{spec.name}, N = {N_last}: transfer of the recovered reward").name
 
     fp_psi = [per_N[n]["fp"]["psi_error"] for n in Ns]
     fp_grad = [per_N[n]["fp"]["grad_error"] for n in Ns]
@@ -286,7 +290,8 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
     if transfer is not None:
         from ..transfer import transfer_markdown
 
-        report += "\n\n" + transfer_markdown(transfer, spec.gamma, f"Finest grid, N = {N_last}, fit on FP PDE data.")
+        report += "\n\n" + transfer_markdown(transfer, spec.gamma, f"Finest grid, N = {N_last}, fit on FP PDE data.",
+                                               figures.get("transfer"))
     atomic_write(outdir / "report.md", lambda tmp: Path(tmp).write_text(report))
     atomic_write(outdir / "summary.json",
                  lambda tmp: Path(tmp).write_text(json.dumps(summary, indent=1, default=json_default)))
