@@ -80,7 +80,7 @@ def gym_rollouts(path, episodes: int) -> dict:
     t0 = time.perf_counter()
     rf = reward_function(ds)
     settings = SoftQSettings(alpha=1.0 / float(ds.attrs["beta"]), gamma=float(ds.attrs["gamma"]))
-    mq = solve_mountain_car(settings, reward=lambda p: rf(normalise(p)), continuing=True)
+    mq = solve_mountain_car(settings, reward=lambda p: rf(normalise(p)), continuing=True, progress=True)
     t_solve = time.perf_counter() - t0
     r = rollout_gymnasium(mq, episodes, 0)
     out["gym_dynamics_continuing"] = {"goals": r["goals"], "episodes": episodes,

@@ -191,7 +191,8 @@ class MountainCarQ:
         return self.action[j]
 
 
-def solve_mountain_car(settings: SoftQSettings = SoftQSettings(), reward=None, continuing: bool = False) -> MountainCarQ:
+def solve_mountain_car(settings: SoftQSettings = SoftQSettings(), reward=None, continuing: bool = False,
+                       progress: bool = False) -> MountainCarQ:
     r"""Soft Q-iteration for Mountain Car (see the module docstring).
 
     The Bellman backup is ``Q <- r + gamma P V`` with the sparse matrix ``P`` (rows: grid nodes
@@ -207,6 +208,8 @@ def solve_mountain_car(settings: SoftQSettings = SoftQSettings(), reward=None, c
     continuing : bool
         No terminal states (the step at the goal continues from the next state): the recovered
         reward's MDP is a continuing task.
+    progress : bool
+        tqdm bar over the backups.
     """
     t0 = time.perf_counter()
     s = settings
@@ -232,7 +235,7 @@ def solve_mountain_car(settings: SoftQSettings = SoftQSettings(), reward=None, c
         return (P @ vs.ravel()).reshape(shape)
 
     sol = soft_value_iteration(reward, expect_next, _trapezoid(s.n_action, -1.0, 1.0), s.alpha, s.gamma,
-                               action_axes=(2,), tol=s.tol)
+                               action_axes=(2,), tol=s.tol, progress=progress)
     return MountainCarQ(xg, vg, ag, sol.q, settings, sol.iterations, sol.error_bound, time.perf_counter() - t0)
 
 
