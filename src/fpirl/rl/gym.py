@@ -95,7 +95,11 @@ class RecoveredPolicy:
 
     def _state_q(self, obs) -> np.ndarray:
         g = self.grid
-        s = self.units.to_grid(np.atleast_2d(np.asarray(obs, dtype=float)), g.state_axes)
+        obs = np.atleast_2d(np.asarray(obs, dtype=float))
+        if obs.shape[-1] != len(g.state_axes):
+            raise FpirlInputError(f"observations have {obs.shape[-1]} components, the result has {len(g.state_axes)} "
+                                  "state axes")
+        s = self.units.to_grid(obs, g.state_axes)
         idx = np.zeros((s.shape[0], 1), dtype=np.intp)
         wts = np.ones((s.shape[0], 1))
         for k, i in enumerate(g.state_axes):

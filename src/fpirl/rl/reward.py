@@ -19,7 +19,7 @@ from ._results import open_result, result_gamma, reward_convention
 
 __all__ = ["RecoveredReward", "reward_function"]
 
-_BLOCK = 4096
+_BLOCK_ENTRIES = 1 << 22  # points x state nodes per block (~32 MB of float64)
 
 
 class RecoveredReward:
@@ -81,15 +81,16 @@ class RecoveredReward:
         shape = pts.shape[:-1]
         pts = self._into_box(pts.reshape(-1, g.ndim))
         out = np.empty(pts.shape[0])
-        for start in range(0, pts.shape[0], _BLOCK):
-            p = pts[start:start + _BLOCK]
+        block = max(1, _BLOCK_ENTRIES // self._vw.size)
+        for start in range(0, pts.shape[0], block):
+            p = pts[start:start + block]
             q = -self.hermite.evaluate(self.coef, p)
             grad = self.hermite.gradient(self.coef, p)
             acc = None
             for k, i in enumerate(g.state_axes):
                 f = _kernel_1d(g.axes[i], p[:, i] - grad[:, i] * self.dt, self.sigma, self.discretization)
                 acc = f if acc is None else (acc[:, :, None] * f[:, None, :]).reshape(p.shape[0], -1)
-            out[start:start + _BLOCK] = q - self.gamma * acc @ self._vw.ravel()
+            out[start:start + block] = q - self.gamma * acc @ self._vw.ravel()
         return out.reshape(shape)
 
 
