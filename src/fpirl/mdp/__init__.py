@@ -1,6 +1,6 @@
 """The Markov decision process recovered from a potential: Boltzmann policy (eq. policy),
-Gaussian transition (eq. transition), reward by the inverse Bellman equation (eq. reward),
-and soft Q-iteration.
+Gaussian transition (eq. transition), reward by the inverse Bellman equation (eq. reward; soft or
+expected convention). Soft Q-iteration and re-solving the reward live in :mod:`fpirl.rl`.
 
 The public names of the former module ``fpirl.mdp`` are re-exported here.
 """
