@@ -214,7 +214,8 @@ def test_reward_equals_dense_inverse_bellman(name, discretization, rng):
     grid = GRIDS[name]
     psi, grad = random_periodic_potential(grid, rng)
     gamma = 0.9
-    mdp = recover_mdp(grid, psi, state_grad(grid, grad), beta=2.0, dt=0.1, gamma=gamma, discretization=discretization)
+    mdp = recover_mdp(grid, psi, state_grad(grid, grad), beta=2.0, dt=0.1, gamma=gamma, discretization=discretization,
+                      reward="expected")
     assert isinstance(mdp, MDP)
     np.testing.assert_array_equal(mdp.q_value, -psi)
     expected = brute_force_reward(grid, mdp.q_value, mdp.policy, mdp.transition, gamma)
@@ -237,7 +238,7 @@ def test_constant_shift_of_psi(rng):
 def test_reward_default_gamma_and_validation(rng):
     grid = GRIDS["1s1a-periodic"]
     psi, grad = random_periodic_potential(grid, rng)
-    mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1)
+    mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, reward="expected")
     assert mdp.gamma == DEFAULT_GAMMA == 0.99
     r = inverse_bellman_reward(mdp.q_value, mdp.policy, mdp.transition, grid)
     np.testing.assert_array_equal(r, mdp.reward)
@@ -255,7 +256,7 @@ def test_bellman_roundtrip_recovers_q(rng):
     grid = GRIDS["2s1a-periodic"]
     psi, grad = random_periodic_potential(grid, rng)
     gamma = 0.8
-    mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, gamma)
+    mdp = recover_mdp(grid, psi, state_grad(grid, grad), 2.0, 0.1, gamma, reward="expected")
     q = np.zeros(grid.shape)  # fixed-point iteration, a gamma-contraction
     for _ in range(200):
         v = grid.integrate(mdp.policy * q, axes=grid.action_axes)

@@ -149,3 +149,13 @@ def test_run_mountaincar_quick_pipeline(tmp_path, soft_q, mc_cache):
     assert "Quick run" in text and "policy KL mean" in text
     for f in ("result_N8.nc", "result_N12.nc", "fig_soft_q.png", "summary.json", "report.md"):
         assert (tmp_path / f).exists()
+    # the result records how its normalised box maps onto gymnasium's units; the report has the T1/T2 tables
+    from fpirl.io import read_result
+
+    ds = read_result(tmp_path / "result_N12.nc")
+    np.testing.assert_allclose(ds.attrs["physical_lower"], [-1.2, -0.07, -1.0])
+    np.testing.assert_allclose(ds.attrs["physical_upper"], [0.6, 0.07, 1.0])
+    assert ds.attrs["reward_convention"] == "soft"
+    assert "Transfer of the recovered reward" in text and (tmp_path / "fig_transfer.png").stat().st_size > 1000
+    t1 = s["transfer"]["rows"][0]
+    assert t1["kl_resolved"] == pytest.approx(t1["kl_behaviour_cloning"], rel=1e-6)  # same dynamics: the same policy

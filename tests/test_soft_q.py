@@ -1,8 +1,8 @@
-"""Soft (entropy-regularised) value iteration (fpirl.mdp.soft_q)."""
+"""Soft (entropy-regularised) value iteration (fpirl.rl.soft_q)."""
 
 import numpy as np
 
-from fpirl.mdp.soft_q import soft_policy, soft_state_value, soft_value_iteration
+from fpirl.rl.soft_q import soft_policy, soft_state_value, soft_value_iteration
 
 
 def test_soft_state_value_is_log_integral_and_policy_normalised(rng):

@@ -16,6 +16,7 @@ TITLES = {
     "irl": "3. Classical IRL on the 2-D grid world",
     "forward": "4. Forward solvers",
     "assembly": "5. VSI assembly",
+    "transfer": "6. Transfer of the recovered reward to changed dynamics (T1/T2)",
 }
 
 
@@ -48,6 +49,11 @@ def unified_rows(results: dict) -> list[dict]:
             rows.append({"part": "3 irl", "case": r["case"], "tool": r["tool"], "settings": r["settings"],
                          "result": f"policy KL {r['policy_kl']:.3g}, max_t KL(rho) {r['density_kl_max']:.3g}",
                          "wall": _s(r["wall_s"]), "note": r.get("note", "")})
+    if "transfer" in parts:
+        for r in parts["transfer"]["rows"]:
+            rows.append({"part": "6 transfer", "case": r["case"], "tool": r["tool"], "settings": "",
+                         "result": f"policy KL {r['policy_kl']:.3g}, value gap {r['value_gap']:.3g}",
+                         "wall": _s(r["wall_s"]), "note": ""})
     if "forward" in parts:
         for r in parts["forward"]["rows"]:
             rows.append({"part": "4 forward", "case": r["case"], "tool": r["tool"], "settings": r["resolution"],

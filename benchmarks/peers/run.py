@@ -25,8 +25,8 @@ sys.path[:0] = [str(HERE), str(HERE / "workers")]
 
 from _venvs import DEFAULT_CACHE, PEERS, PeerInstallError, ensure_env, versions
 
-PARTS = ("tracks", "pde", "irl", "forward", "assembly")
-NEEDS = {"tracks": ("sfi", "pysindy", "kramersmoyal"), "pde": ("pysindy",), "irl": ("imitation",),
+PARTS = ("tracks", "pde", "irl", "forward", "assembly", "transfer")
+NEEDS = {"tracks": ("sfi", "pysindy", "kramersmoyal"), "pde": ("pysindy",), "irl": ("imitation",), "transfer": ("imitation",),
          "forward": ("fplanck",), "assembly": ()}
 DISTS = {"sfi": ["StochasticForceInference", "jax"], "pysindy": ["pysindy", "scikit-learn"],
          "kramersmoyal": ["kramersmoyal"], "fplanck": ["fplanck", "numpy"],
@@ -103,6 +103,10 @@ def main(argv=None) -> int:
 
 
 def _run_part(part: str, args, cache) -> dict:
+    if part == "transfer":
+        import part_transfer
+
+        return part_transfer.run(args.quick, cache, seed=args.seed)
     if part == "forward":
         import part_forward
 

@@ -19,6 +19,16 @@ _install_compat()  # the old flat import paths (fpirl.core.hermite, fpirl.estima
 
 #: public name -> submodule that defines it (imported on first access)
 _LAZY = {
+    "DynamicsChange": ".rl",
+    "changed_transition": ".rl",
+    "transition_from_result": ".rl",
+    "solve_soft": ".rl",
+    "evaluate_policy": ".rl",
+    "reward_function": ".rl",
+    "solve_result": ".rl",
+    "RecoveredPolicy": ".rl.gym",
+    "rollout": ".rl.gym",
+    "reward_wrapper": ".rl.gym",
     "Axis": ".core.grid",
     "Baselines": ".evaluation.baselines",
     "DensitySnapshots": ".core.density",
@@ -60,6 +70,16 @@ _LAZY = {
 }
 
 __all__ = [
+    "DynamicsChange",
+    "changed_transition",
+    "transition_from_result",
+    "solve_soft",
+    "evaluate_policy",
+    "reward_function",
+    "solve_result",
+    "RecoveredPolicy",
+    "rollout",
+    "reward_wrapper",
     "Axis",
     "Baselines",
     "DensitySnapshots",

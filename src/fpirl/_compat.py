@@ -50,7 +50,8 @@ MOVED = {
     "fpirl.plotting_slices": "fpirl.plotting.slices",
     "fpirl.quadrature": "fpirl.core.quadrature",
     "fpirl.simulate": "fpirl.forward.markov",
-    "fpirl.soft_q": "fpirl.mdp.soft_q",
+    "fpirl.soft_q": "fpirl.rl.soft_q",
+    "fpirl.mdp.soft_q": "fpirl.rl.soft_q",
     "fpirl.tracks_io": "fpirl.tracks.reading",
     "fpirl.transition": "fpirl.mdp.transition",
 }

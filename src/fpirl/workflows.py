@@ -19,8 +19,10 @@ from .forward import simulate_density
 MODELS = ("mdp", "fp")
 
 
-def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None) -> MDP | None:
+def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None, reward: str = "soft") -> MDP | None:
     """The MDP (Q, pi, T, R; paper section 3) of a fitted :class:`~fpirl.estimators.identify.PotentialEstimator`.
+
+    ``reward``: the inverse Bellman convention (:func:`fpirl.mdp.recover_mdp`).
 
     Returns ``None`` when the grid lacks state or action axes (then ``gamma`` must be ``None``).
     """
@@ -31,7 +33,7 @@ def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None) -> MD
         return None
     return recover_mdp(
         grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
-        estimator.beta_, dt, gamma=DEFAULT_GAMMA if gamma is None else gamma,
+        estimator.beta_, dt, gamma=DEFAULT_GAMMA if gamma is None else gamma, reward=reward,
     )
 
 

@@ -22,6 +22,8 @@ from .commands import (add_compare_arguments, add_demo_arguments, add_plot_argum
                        cmd_compare, cmd_demo, cmd_plot, cmd_simulate)
 from .evaluate import add_evaluate_arguments, cmd_evaluate
 from .fit import add_fit_arguments, cmd_fit, join_negative_values
+from .rollout import add_rollout_arguments, cmd_rollout
+from .solve import add_solve_arguments, cmd_solve
 
 
 # --------------------------------------------------------------------------------------------
@@ -38,6 +40,10 @@ SUBCOMMANDS = [
     ("simulate", "simulate a fitted model forward (MDP map or FP PDE)", add_simulate_arguments, cmd_simulate),
     ("compare", "KL divergence over time between observed and simulated densities", add_compare_arguments,
      cmd_compare),
+    ("solve", "re-solve a result's reward (soft-optimal policy) under its own or changed dynamics",
+     add_solve_arguments, cmd_solve),
+    ("rollout", "roll out the recovered or re-solved policy in a gymnasium environment", add_rollout_arguments,
+     cmd_rollout),
     ("benchmark", "run a built-in benchmark (report, figures, results)", add_benchmark_arguments, cmd_benchmark),
 ]
 

@@ -60,6 +60,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gamma", metavar="G", type=_discount, default=None,
                    help="discount factor in [0, 1) for the reward (default 0.99); Q-value, policy and "
                    "reward are recovered whenever the data have state and action axes")
+    p.add_argument("--reward", choices=("soft", "expected"), default="soft",
+                   help="inverse Bellman convention of the reward: 'soft' (default; R = Q - gamma E[V(s')] with the "
+                   "soft value V = log int exp(beta Q) da / beta, whose soft-optimal policy is the fitted one) or "
+                   "'expected' (the paper's equation, V = int pi Q da)")
     p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default=None,
                    help="time discretisation of the weak-form residual (density data and --estimator density; "
                    "default midpoint)")
@@ -184,13 +188,13 @@ def _fit_density(args, out) -> int:
     est.fit(snapshots)
     from ..workflows import recover_mdp_from_fit
 
-    mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma)
+    mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
     from ..uncertainty import fit_uncertainty
 
     extra = {"source": str(args.data), "source_kind": "density"}
     extra.update(fit_uncertainty(est, args.uncertainty, snapshots, snapshots.dt, gamma, n_samples=args.uncertainty_samples,
-                                 progress=_progress(args)))
+                                 progress=_progress(args), reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     print(
@@ -270,7 +274,7 @@ def _fit_table(args, out) -> int:
 
     from ..workflows import recover_mdp_from_fit
 
-    mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma)
+    mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
     from ..tracks.result_attrs import table_attrs
 
@@ -283,7 +287,8 @@ def _fit_table(args, out) -> int:
     from ..uncertainty import fit_uncertainty
 
     extra.update(fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
-                                 scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args)))
+                                 scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args),
+                                 reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     import numpy as np

@@ -13,6 +13,7 @@ Result dataset (netCDF)
     ``hermite_coefficients`` with dims ``hermite_<axis>``; attrs ``beta``, ``dt``, ``gamma``,
     ``boundary``, ``state_dims``, ``action_dims`` (comma-separated axis names),
     ``hermite_elements`` and ``fe_elements`` (one int per axis), ``ridge``, ``residual``,
+    ``reward_convention`` ('soft'|'expected', when an MDP was recovered; absent means 'expected'),
     ``solver_<setting>`` for every solver setting, ``fpirl_version``.
 
 Every write is atomic: the file is written to a temporary file in the destination directory and
@@ -175,7 +176,7 @@ class MDPFields(Protocol):
 _MDP_FIELDS = (
     ("q_value", "Q(s, a) = -psi"),
     ("policy", "Boltzmann policy pi(a | s)"),
-    ("reward", "reward R(s, a) by the inverse Bellman equation"),
+    ("reward", "reward R(s, a) = Q(s, a) - gamma E[V(s')] by the inverse Bellman equation"),
 )
 
 
@@ -249,6 +250,8 @@ def result_dataset(estimator: FittedPotential, mdp: MDPFields | None = None, ext
         "residual": float(estimator.residual_),
         "fpirl_version": _version(),
     }
+    if mdp is not None:
+        attrs["reward_convention"] = str(getattr(mdp, "reward_convention", "expected"))
     for key, value in dict(estimator.settings_).items():
         value = _attr_value(value)
         if value is not None:

@@ -7,7 +7,14 @@ Paper section 3 (docs/method.md, "From the potential to the MDP"). With ``x = (s
 * ``pi(a|s) = exp(beta Q(s,a)) / int_A exp(beta Q(s,a')) da'`` (eq. ``boltzmann_policy``);
 * ``T(s'|s,a)`` Gaussian in ``s'`` with mean ``s - grad_s psi(s,a) dt`` and covariance
   ``(2 dt / beta) I`` (eq. ``gaussian_transition`` marginalised over ``a'``, eq. ``mdp_transition``);
-* ``R(s,a) = Q(s,a) - gamma E_{s'~T(.|s,a), a'~pi(.|s')} Q(s',a')`` (eq. ``inverse_bellman``).
+* ``R(s,a) = Q(s,a) - gamma E_{s'~T(.|s,a)} V(s')``, the inverse Bellman equation, with one of two
+  state values (``recover_mdp(..., reward=...)``):
+
+  - ``'soft'`` (default): ``V(s) = beta^-1 log int_A exp(beta Q(s,a)) da``, the soft (entropy-
+    regularised) value, so that the soft-optimal control of ``R`` under ``T`` at temperature
+    ``1 / beta`` is exactly ``pi`` (:func:`soft_inverse_bellman_reward`);
+  - ``'expected'``: ``V(s') = int_A pi(a'|s') Q(s',a') da'``, the paper's eq. ``inverse_bellman``
+    (:func:`inverse_bellman_reward`), which drops the entropy term ``beta^-1 H(pi(.|s'))``.
 
 Everything acts on NODAL arrays of shape ``grid.shape``; functions of the state only have the
 shape of the state axes (``state_shape(grid)``, in the order of ``grid.state_axes``). Integrals
@@ -34,6 +41,8 @@ from .transition import GaussianTransition
 
 #: Default discount factor. The paper only requires ``gamma in [0, 1)`` and states no value.
 DEFAULT_GAMMA = 0.99
+#: Reward conventions of :func:`recover_mdp`; the first is the default (docs/method.md, "Reward").
+REWARD_CONVENTIONS = ("soft", "expected")
 
 
 __all__ = [
@@ -41,8 +50,11 @@ __all__ = [
     "GaussianTransition",
     "MDP",
     "boltzmann_policy",
+    "REWARD_CONVENTIONS",
     "inverse_bellman_reward",
     "recover_mdp",
+    "soft_inverse_bellman_reward",
+    "soft_state_value",
     "state_marginal",
     "state_shape",
 ]
@@ -127,6 +139,67 @@ def inverse_bellman_reward(q, policy, transition: GaussianTransition, grid: Grid
     return q - gamma * transition.expect(value)
 
 
+def soft_state_value(grid: Grid, q, beta: float) -> np.ndarray:
+    r"""Soft state value of a Q-function on the grid nodes.
+
+    .. math:: V(s) = \beta^{-1} \log \int_A \exp\big(\beta Q(s,a)\big)\, da
+
+    with the grid's trapezoid quadrature over the action axes (the quadrature that normalises
+    :func:`boltzmann_policy`, so that ``pi = exp(beta (Q - V))`` exactly), by a log-sum-exp.
+
+    Parameters
+    ----------
+    grid : Grid
+    q : array_like, shape grid.shape
+    beta : float
+        Inverse temperature, > 0.
+
+    Returns
+    -------
+    ndarray, shape state_shape(grid)
+    """
+    _require_axes(grid)
+    q = _nodal(grid, q, "q")
+    beta = _positive(beta, "beta")
+    acts = grid.action_axes
+    m = q.max(axis=acts, keepdims=True)
+    z = grid.integrate(np.exp(beta * (q - m)), axes=acts)
+    return np.squeeze(m, axis=acts) + np.log(z) / beta
+
+
+def soft_inverse_bellman_reward(q, transition: GaussianTransition, grid: Grid, beta: float,
+                                gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    r"""Reward of the soft (entropy-regularised) inverse Bellman equation.
+
+    .. math::
+
+        R(s,a) = Q(s,a) - \gamma\, E_{s'\sim T(\cdot|s,a)}\big[V(s')\big],\qquad
+        V(s) = \beta^{-1} \log \int_A e^{\beta Q(s,a)}\, da
+
+    (:func:`soft_state_value`). ``Q`` is then the fixed point of the soft Bellman optimality
+    equation ``Q = R + gamma E[V_Q(s')]`` under ``transition`` at temperature ``1 / beta``, so the
+    soft-optimal policy of ``R`` is the Boltzmann policy of ``Q`` (eq. ``boltzmann_policy``). It
+    differs from :func:`inverse_bellman_reward` by ``-gamma beta^-1 E_{s'}[H(pi(.|s'))]``.
+
+    Parameters
+    ----------
+    q : array_like, shape grid.shape
+    transition : GaussianTransition
+    grid : Grid
+    beta : float
+    gamma : float, default 0.99
+
+    Returns
+    -------
+    ndarray, shape grid.shape
+    """
+    q = _nodal(grid, q, "q")
+    gamma = _check_gamma(gamma)
+    if transition.grid != grid:
+        raise FpirlInputError("transition was built on a different grid")
+    return q - gamma * transition.expect(soft_state_value(grid, q, beta))
+
+
 @dataclass
 class MDP:
     """The MDP recovered from a potential (paper section 3).
@@ -143,6 +216,8 @@ class MDP:
         ``T(s'|s,a)``.
     reward : ndarray, shape grid.shape
         ``R`` from the inverse Bellman equation.
+    reward_convention : {'soft', 'expected'}
+        Which inverse Bellman equation gave ``reward`` (see :func:`recover_mdp`).
     """
 
     grid: Grid
@@ -153,6 +228,7 @@ class MDP:
     policy: np.ndarray
     transition: GaussianTransition
     reward: np.ndarray
+    reward_convention: str = "soft"
 
 
 def recover_mdp(
@@ -163,13 +239,19 @@ def recover_mdp(
     dt: float,
     gamma: float = DEFAULT_GAMMA,
     discretization: str = "moment",
+    reward: str = "soft",
 ) -> MDP:
     """Q-function, policy, transition and reward of a potential (paper section 3).
 
     ``Q = -psi`` (eq. ``conjecture_equivalence``), ``pi`` by eq. ``boltzmann_policy``
     (:func:`boltzmann_policy`), ``T`` by eqs. ``gaussian_transition`` / ``mdp_transition``
-    (:class:`GaussianTransition`) and ``R`` by eq. ``inverse_bellman``
-    (:func:`inverse_bellman_reward`).
+    (:class:`GaussianTransition`) and ``R`` by the inverse Bellman equation
+    ``R = Q - gamma E_{s'}[V(s')]`` with the state value of ``reward``.
+
+    ``R`` is a reward of a **continuing** (infinite-horizon, discounted) task: no state is
+    terminal. It is determined up to an additive constant: ``psi -> psi + c`` (psi has zero mean
+    by convention, nothing fixes its level) gives ``R -> R - (1 - gamma) c`` and leaves every
+    policy's ranking unchanged in a continuing task (docs/method.md, "Reward").
 
     Parameters
     ----------
@@ -183,12 +265,21 @@ def recover_mdp(
     discretization : {'moment', 'nodal', 'projection'}
         Transition discretisation, see :class:`GaussianTransition` (default 'moment': mean and
         variance exact at every sigma / h).
+    reward : {'soft', 'expected'}
+        ``'soft'`` (default): ``V(s) = beta^-1 log int_A exp(beta Q) da``
+        (:func:`soft_inverse_bellman_reward`); the soft-optimal control of ``R`` under ``T`` at
+        temperature ``1 / beta`` gives back ``pi`` exactly, which is what re-solving or
+        transferring the reward needs. ``'expected'``: the paper's eq. ``inverse_bellman``,
+        ``V(s') = int_A pi(a'|s') Q(s',a') da'`` (:func:`inverse_bellman_reward`; reproduces the
+        paper's figures). They differ by ``gamma beta^-1 E_{s'}[H(pi(.|s'))]``.
 
     Returns
     -------
     MDP
     """
     gamma = _check_gamma(gamma)
+    if reward not in REWARD_CONVENTIONS:
+        raise FpirlInputError(f"reward must be one of {REWARD_CONVENTIONS}, got {reward!r}")
     psi = _nodal(grid, psi, "psi")
     q = -psi
     policy = boltzmann_policy(grid, psi, beta)
@@ -196,5 +287,8 @@ def recover_mdp(
         warnings.simplefilter("ignore", RuntimeWarning)
         transition = GaussianTransition(grid, grad_s_psi, beta, dt, discretization=discretization)
     transition.warn_if_poor(stacklevel=3)
-    reward = inverse_bellman_reward(q, policy, transition, grid, gamma)
-    return MDP(grid, float(beta), float(dt), gamma, q, policy, transition, reward)
+    if reward == "soft":
+        r = soft_inverse_bellman_reward(q, transition, grid, beta, gamma)
+    else:
+        r = inverse_bellman_reward(q, policy, transition, grid, gamma)
+    return MDP(grid, float(beta), float(dt), gamma, q, policy, transition, r, reward)

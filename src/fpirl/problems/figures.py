@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from ..mdp.soft_q import soft_policy
+from ..rl.soft_q import soft_policy
 from ..plotting.fields import robust_range, save_figure
 
 

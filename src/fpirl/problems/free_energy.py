@@ -16,7 +16,7 @@ dt)`` has mean ``s + a dt`` and variance ``sigma^2``). No probability leaves the
 Steps:
 
 1. the optimal entropy-regularised policy by soft value iteration
-   (:func:`fpirl.mdp.soft_q.soft_value_iteration`) with temperature ``1 / beta`` and
+   (:func:`fpirl.rl.soft_q.soft_value_iteration`) with temperature ``1 / beta`` and
    discount ``gamma``: ``Q = R + gamma E[V(s')]``, ``V = beta^{-1} log int exp(beta Q) da``,
    ``pi* = exp(beta (Q - V))``;
 2. the state-action density evolved under ``pi*`` from a uniform state density by the MDP map
@@ -50,7 +50,7 @@ from ..core._errors import FpirlInputError
 from ..core.grid import Grid
 from ..mdp.recovery import GaussianTransition, boltzmann_policy
 from ..evaluation.metrics import free_energy_mdp, kl_divergence
-from ..mdp.soft_q import soft_value_iteration
+from ..rl.soft_q import soft_value_iteration
 
 __all__ = [
     "QUICK_PARAMS",

@@ -137,6 +137,15 @@ MC_SOFTQ = SoftQSettings()
 MC_QUICK_SOFTQ = SoftQSettings(n_position=91, n_velocity=71, n_action=11)
 
 
+def physical_box_attrs() -> dict:
+    """Result attrs that map the normalised box onto gymnasium's units: grid axis ``k`` with box
+    ``[lower_k, upper_k]`` maps linearly onto ``[physical_lower[k], physical_upper[k]]``,
+    ``p = physical_lower + (x - lower) (physical_upper - physical_lower) / (upper - lower)``
+    (docs/formats.md; what :class:`fpirl.rl.gym.RecoveredPolicy` acts with)."""
+    return {"physical_lower": np.array(PHYSICAL_LOWER), "physical_upper": np.array(PHYSICAL_UPPER),
+            "physical_env": "MountainCarContinuous-v0"}
+
+
 def split_action_part(qfit: QFit) -> tuple[np.ndarray, np.ndarray]:
     r"""Split the fitted Q into a state part and a zero-action-mean action part (both Hermite).
 
@@ -183,6 +192,7 @@ def mountain_car_spec(qfit: QFit, beta: float = MC_BETA, dt: float = MC_DT, step
         hermite=hermite, coef=coef, beta=beta, names=MC_NAMES, roles=MC_ROLES, name="mountaincar",
         title="Modified Mountain Car (paper section 5.2)", dt=float(dt), steps=int(steps),
         hermite_elements=tuple(hermite.elements), solver_points=solver_points,
+        result_attrs=physical_box_attrs(),
         description=description or (
             f"psi_GT = -({c_s:.4g} (Q_s - mean) + {c_a:.4g} Q_a), Q_s(s) = force mean and Q_a = Q_fit - Q_s of "
             "Q_fit = least-squares fit of the soft-optimal Q of MountainCarContinuous-v0 onto the periodic Hermite "

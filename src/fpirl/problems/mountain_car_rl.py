@@ -10,7 +10,7 @@ Step 1 -- the RL problem. Dynamics and reward of gymnasium's ``MountainCarContin
 terminal when ``x' >= 0.45`` and ``v' >= 0``; reward ``100 [terminal] - 0.1 a^2`` per step,
 ``a in [-1, 1]``. The paper solves it with soft actor-critic (SAC). We compute instead the
 entropy-regularised optimal Q-function that SAC approximates, exactly up to discretisation, by
-**soft Q-iteration** (:func:`fpirl.mdp.soft_q.soft_value_iteration`) on a fine tensor grid
+**soft Q-iteration** (:func:`fpirl.rl.soft_q.soft_value_iteration`) on a fine tensor grid
 of (position, velocity, action):
 
 .. math::
@@ -39,7 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..core._errors import FpirlInputError
-from ..mdp.soft_q import soft_policy, soft_state_value, soft_value_iteration
+from ..rl.soft_q import soft_policy, soft_state_value, soft_value_iteration
 
 # --- gymnasium MountainCarContinuous-v0 constants ---------------------------------------------
 MIN_POSITION = -1.2
@@ -191,12 +191,25 @@ class MountainCarQ:
         return self.action[j]
 
 
-def solve_mountain_car(settings: SoftQSettings = SoftQSettings()) -> MountainCarQ:
+def solve_mountain_car(settings: SoftQSettings = SoftQSettings(), reward=None, continuing: bool = False,
+                       progress: bool = False) -> MountainCarQ:
     r"""Soft Q-iteration for Mountain Car (see the module docstring).
 
     The Bellman backup is ``Q <- r + gamma P V`` with the sparse matrix ``P`` (rows: grid nodes
     ``(x, v, a)``; columns: state nodes) holding the bilinear-interpolation weights at the
     deterministic next state ``f(x, v, a)``, and zero rows where the step terminates.
+
+    Parameters
+    ----------
+    settings : SoftQSettings
+    reward : callable, optional
+        ``r(points)`` of physical ``(x, v, a)`` points ``(..., 3)`` instead of gymnasium's reward
+        (e.g. a recovered reward, :func:`fpirl.rl.reward_function` composed with the box map).
+    continuing : bool
+        No terminal states (the step at the goal continues from the next state): the recovered
+        reward's MDP is a continuing task.
+    progress : bool
+        tqdm bar over the backups.
     """
     t0 = time.perf_counter()
     s = settings
@@ -206,9 +219,14 @@ def solve_mountain_car(settings: SoftQSettings = SoftQSettings()) -> MountainCar
     vg = np.linspace(-MAX_SPEED, MAX_SPEED, s.n_velocity)
     ag = np.linspace(-1.0, 1.0, s.n_action)
     X, V, A = np.meshgrid(xg, vg, ag, indexing="ij")
-    x1, v1, terminal, reward = mountain_car_step(X, V, A)
+    x1, v1, terminal, r_env = mountain_car_step(X, V, A)
+    if reward is None:
+        reward = r_env
+    else:
+        reward = np.asarray(reward(np.stack([X, V, A], axis=-1)), dtype=float).reshape(X.shape)
     idx, w = _bilinear(xg, vg, x1, v1)
-    w = w * (~terminal.ravel())[:, None]
+    if not continuing:
+        w = w * (~terminal.ravel())[:, None]
     n = X.size
     P = sp.csr_matrix((w.ravel(), (np.repeat(np.arange(n), 4), idx.ravel())), shape=(n, xg.size * vg.size))
     shape = X.shape
@@ -217,7 +235,7 @@ def solve_mountain_car(settings: SoftQSettings = SoftQSettings()) -> MountainCar
         return (P @ vs.ravel()).reshape(shape)
 
     sol = soft_value_iteration(reward, expect_next, _trapezoid(s.n_action, -1.0, 1.0), s.alpha, s.gamma,
-                               action_axes=(2,), tol=s.tol)
+                               action_axes=(2,), tol=s.tol, progress=progress)
     return MountainCarQ(xg, vg, ag, sol.q, settings, sol.iterations, sol.error_bound, time.perf_counter() - t0)
 
 

@@ -15,7 +15,7 @@ from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
 
 
 def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples: int | None = None, rng=0,
-                   quantiles=None, progress: bool = False) -> dict:
+                   quantiles=None, progress: bool = False, reward_convention: str = "soft") -> dict:
     """Pointwise 5%/95% bands of the policy and reward from posterior draws of ``[theta; 1/beta]``.
 
     Every draw is pushed through the MDP recovery (eqs. boltzmann_policy, gaussian_transition,
@@ -42,7 +42,8 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
             continue
         coef = draw[:n].reshape(h.shape)
         psi = h.evaluate_grid(coef, grid.coords)
-        mdp = recover_mdp(grid, psi, h.gradient_grid(coef, grid.coords, grid.state_axes), 1.0 / g, dt, disc)
+        mdp = recover_mdp(grid, psi, h.gradient_grid(coef, grid.coords, grid.state_axes), 1.0 / g, dt, disc,
+                          reward=reward_convention)
         policy[s], reward[s] = mdp.policy, mdp.reward
     if np.count_nonzero(keep) < 2:
         raise FpirlInputError("fewer than two posterior draws have a positive 1/beta: no bands")
@@ -54,7 +55,7 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
 
 
 def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_samples: int | None = None, rng=0,
-                      progress: bool = False) -> dict:
+                      progress: bool = False, reward_convention: str = "soft") -> dict:
     """Variables and attrs for :func:`fpirl.io.result_dataset` (its ``extra``) from a posterior.
 
     ``potential_std`` (nodal posterior std of the zero-mean psi), ``policy_lower``/``policy_upper``
@@ -74,7 +75,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["uncertainty_resolution"] = int(post.resolution is not None)
     out["potential_std"] = xr.DataArray(post.potential_std(grid.coords), dims=dims, attrs={
         "long_name": "posterior std of the zero-mean potential psi", "method": post.method})
-    bands = credible_bands(post, grid, dt, gamma, n_samples, rng, progress=progress)
+    bands = credible_bands(post, grid, dt, gamma, n_samples, rng, progress=progress,
+                           reward_convention=reward_convention)
     for key, value in bands.items():
         what, side = key.split("_")
         q = BAND_QUANTILES[0] if side == "lower" else BAND_QUANTILES[1]
@@ -90,10 +92,11 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
 
 
 def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = None, *, n_samples: int | None = None,
-                    scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False) -> dict:
+                    scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False,
+                    reward_convention: str = "soft") -> dict:
     """What ``fpirl fit --uncertainty METHOD`` adds to the result (:func:`estimate_uncertainty`
     then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none."""
 
     post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
-    return uncertainty_extra(est, post, dt, gamma, n_samples, rng, progress)
+    return uncertainty_extra(est, post, dt, gamma, n_samples, rng, progress, reward_convention)

@@ -53,7 +53,7 @@ def _truth_on_grid(spec: ExperimentSpec, grid: Grid) -> _Truth:
     coef0 = spec.hermite.remove_mean(spec.coef)
     psi = spec.hermite.evaluate_grid(coef0, grid.coords)
     grad = spec.hermite.gradient_grid(coef0, grid.coords, grid.state_axes)
-    mdp = recover_mdp(grid, psi, grad, spec.beta, spec.dt, spec.gamma, spec.transition_discretization)
+    mdp = recover_mdp(grid, psi, grad, spec.beta, spec.dt, spec.gamma, spec.transition_discretization, spec.reward)
     return _Truth(grid, psi, mdp, initial_on_grid(spec, grid))
 
 
@@ -91,7 +91,7 @@ def fit_and_evaluate(spec: ExperimentSpec, snapshots: DensitySnapshots, truth: _
     fit_seconds = time.perf_counter() - t0
     t0 = time.perf_counter()
     mdp = recover_mdp(grid, est.potential_on_grid(grid), est.gradient_on_grid(grid, axes=grid.state_axes),
-                      est.beta_, spec.dt, spec.gamma, spec.transition_discretization)
+                      est.beta_, spec.dt, spec.gamma, spec.transition_discretization, spec.reward)
     q = mdp_density_map(grid, mdp.policy, mdp.transition, truth.p0, spec.steps)
     kl = np.atleast_1d(kl_divergence(p_ref, q, grid))
     kl_ref = float(kl_divergence(p_ref[-1], p_ref[0], grid))

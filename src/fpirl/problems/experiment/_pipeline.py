@@ -233,6 +233,24 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
     t0 = time.perf_counter()
     figures = _figures(spec, outdir, N_last, truth, fit, p_ref, eval_grid, Ns, per_N, fit_range)
     timings["figures"] = time.perf_counter() - t0
+    transfer = None
+    grid_last = truth.grid
+    if spec.transfer and grid_last.state_axes and grid_last.action_axes:
+        from ..transfer import TransferModel, transfer_table
+
+        say(f"N = {N_last}: transfer tables of the recovered reward (T1/T2) ...")
+        est = fit.estimator
+        coef0 = spec.hermite.remove_mean(spec.coef)
+        transfer = transfer_table(
+            grid_last, spec.beta, spec.dt, spec.gamma,
+            TransferModel(truth.psi, spec.hermite.gradient_grid(coef0, grid_last.coords, grid_last.state_axes)),
+            TransferModel(est.potential_on_grid(grid_last), est.gradient_on_grid(grid_last, axes=grid_last.state_axes)))
+        transfer["N"] = N_last
+        timings["transfer tables (T1/T2)"] = transfer["seconds"]
+        from ...plotting.transfer import plot_transfer
+
+        figures["transfer"] = plot_transfer(transfer, outdir / "fig_transfer.png",
+                                            f"{spec.name}, N = {N_last}: transfer of the recovered reward").name
 
     fp_psi = [per_N[n]["fp"]["psi_error"] for n in Ns]
     fp_grad = [per_N[n]["fp"]["grad_error"] for n in Ns]
@@ -261,10 +279,16 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
         "data": data_info,
         "timings": timings,
         "figures": figures,
+        "transfer": transfer,
         "files": {"results": [f"result_N{n}.nc" for n in Ns] + [f"result_N{n}_mdp.nc" for n in Ns],
                   "report": "report.md", "summary": "summary.json"},
     }
     report = _report(spec, summary)
+    if transfer is not None:
+        from ..transfer import transfer_markdown
+
+        report += "\n\n" + transfer_markdown(transfer, spec.gamma, f"Finest grid, N = {N_last}, fit on FP PDE data.",
+                                               figures.get("transfer"))
     atomic_write(outdir / "report.md", lambda tmp: Path(tmp).write_text(report))
     atomic_write(outdir / "summary.json",
                  lambda tmp: Path(tmp).write_text(json.dumps(summary, indent=1, default=json_default)))

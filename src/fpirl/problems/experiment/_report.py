@@ -32,6 +32,7 @@ def _write_result(path: Path, spec: ExperimentSpec, outcome: FitOutcome, truth: 
         "experiment": spec.name,
         "data_kind": data_kind,
         "transition_discretization": spec.transition_discretization,
+        **spec.result_attrs,
     }
     for k, v in {**outcome.metrics, **data_info}.items():
         if isinstance(v, (bool, int, float, np.floating, np.integer, str)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +68,15 @@ class ExperimentSpec:
         Steps of the joint-density figure (default ``0, steps/2, steps``).
     title, description, initial_description : str
         Text for the report.
+    result_attrs : dict
+        Extra attrs of every result file (e.g. Mountain Car's physical box, ``physical_lower`` /
+        ``physical_upper``).
+    reward : {'soft', 'expected'}
+        Reward convention of the recovered MDPs (:func:`fpirl.mdp.recover_mdp`); ``'expected'``
+        reproduces the paper's reward figures.
+    transfer : bool
+        Add the T1/T2 transfer tables of the recovered reward on the finest grid
+        (:mod:`fpirl.problems.transfer`) to the report.
     """
 
     name: str
@@ -94,6 +103,9 @@ class ExperimentSpec:
     title: str = ""
     description: str = ""
     initial_description: str = ""
+    result_attrs: dict = field(default_factory=dict)
+    reward: str = "soft"
+    transfer: bool = True
 
     def __post_init__(self):
         self.coef = np.asarray(self.coef, dtype=float).reshape(self.hermite.shape)

@@ -128,6 +128,7 @@ def soft_value_iteration(
     tol: float = 1e-6,
     max_iter: int = 100_000,
     q0=None,
+    progress: bool = False,
 ) -> SoftQSolution:
     r"""Solve the soft Bellman optimality equation by fixed-point iteration.
 
@@ -157,6 +158,8 @@ def soft_value_iteration(
     max_iter : int
     q0 : ndarray, optional
         Starting guess (default ``reward``).
+    progress : bool
+        tqdm bar over the backups (the error bound as postfix).
 
     Returns
     -------
@@ -179,15 +182,23 @@ def soft_value_iteration(
     q = reward.copy() if q0 is None else np.asarray(q0, dtype=float).copy()
     factor = gamma / (1.0 - gamma)
     bound = np.inf
+    from ..core._progress import progress_bar
+
+    bar = progress_bar(total=int(max_iter), enabled=progress, desc="soft value iteration", unit="backup", leave=False)
     for k in range(1, int(max_iter) + 1):
         v = soft_state_value(q, action_weights, alpha, action_axes)
         q_new = reward + gamma * np.asarray(expect_next(v)).reshape(reward.shape)
         delta = float(np.max(np.abs(q_new - q)))
         q = q_new
         bound = factor * delta
+        bar.update(1)
+        if k % 50 == 0:
+            bar.set_postfix(bound=f"{bound:.2g}")
         if bound <= tol:
             break
     else:
+        bar.close()
         raise FpirlInputError(f"soft value iteration did not converge in {max_iter} iterations (bound {bound:.3g})")
+    bar.close()
     v = soft_state_value(q, action_weights, alpha, action_axes)
     return SoftQSolution(q=q, v=v, iterations=k, error_bound=bound, alpha=alpha, gamma=gamma)
