@@ -143,7 +143,7 @@ def test_rooms_form_no_cycle():
 
 
 #: rooms that hold the numerics: they never reach the command line, the figures or the problems
-NUMERICS = ("core", "weakform", "estimators", "mdp", "forward", "evaluation", "uncertainty", "tracks")
+NUMERICS = ("core", "weakform", "estimators", "mdp", "rl", "forward", "evaluation", "uncertainty", "tracks")
 
 
 def test_io_does_not_import_the_mdp():

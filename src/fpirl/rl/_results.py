@@ -7,13 +7,15 @@ from pathlib import Path
 import numpy as np
 
 from ..core._errors import FpirlInputError
+import xarray as xr
+from ..io.netcdf import read_result
+from ..io._files import grid_from_dataset
+from ..mdp.recovery import DEFAULT_GAMMA
 
 
 def open_result(result):
     """A result :class:`xarray.Dataset` from a dataset or a path (checked by :func:`fpirl.io.read_result`)."""
-    import xarray as xr
 
-    from ..io.netcdf import read_result
 
     if isinstance(result, xr.Dataset):
         return result
@@ -23,7 +25,6 @@ def open_result(result):
 
 
 def result_grid(ds):
-    from ..io._files import grid_from_dataset
 
     return grid_from_dataset(ds, "potential")
 
@@ -39,7 +40,6 @@ def nodal_field(ds, name: str, grid) -> np.ndarray:
 
 
 def result_gamma(ds) -> float:
-    from ..mdp.recovery import DEFAULT_GAMMA
 
     gamma = float(ds.attrs.get("gamma", np.nan))
     return DEFAULT_GAMMA if not np.isfinite(gamma) else gamma

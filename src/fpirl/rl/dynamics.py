@@ -27,6 +27,8 @@ import numpy as np
 from ..core._errors import FpirlInputError
 from ..core.grid import Grid
 from ..mdp.transition import GaussianTransition
+from ..io.netcdf import model_from_result
+from ._results import open_result
 
 __all__ = ["DynamicsChange", "changed_transition", "transition_from_result"]
 
@@ -138,8 +140,6 @@ def transition_from_result(result, change: DynamicsChange | None = None,
     ``discretization`` defaults to the result's ``transition_discretization`` attr, else 'moment'.
     See :func:`changed_transition`.
     """
-    from ..io.netcdf import model_from_result
-    from ._results import open_result
 
     ds = open_result(result)
     model = model_from_result(ds)

@@ -20,6 +20,8 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ._results import nodal_field, open_result, result_grid
+from .reward import reward_function
+from .solved import solve_result
 
 __all__ = ["RecoveredPolicy", "reward_wrapper", "rollout"]
 
@@ -76,7 +78,6 @@ class RecoveredPolicy:
         elif "solve_method" in ds.attrs:
             q = nodal_field(ds, "q_value", g)
         else:
-            from .solved import solve_result
 
             q = nodal_field(solve_result(ds), "q_value", g)
         self.beta = float(ds.attrs["beta"])
@@ -152,7 +153,6 @@ def reward_wrapper(env, result):
     """
     import gymnasium as gym
 
-    from .reward import reward_function
 
     ds = open_result(result)
     reward = reward_function(ds)

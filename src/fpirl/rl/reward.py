@@ -16,6 +16,9 @@ import numpy as np
 from ..core._errors import FpirlInputError
 from ..core.validation import _state_weights
 from ._results import open_result, result_gamma, reward_convention
+from ..io.netcdf import model_from_result
+from ..mdp.recovery import boltzmann_policy, soft_state_value
+from ..mdp.transition import _kernel_1d
 
 __all__ = ["RecoveredReward", "reward_function"]
 
@@ -36,8 +39,6 @@ class RecoveredReward:
     """
 
     def __init__(self, ds):
-        from ..io.netcdf import model_from_result
-        from ..mdp.recovery import boltzmann_policy, soft_state_value
 
         model = model_from_result(ds)
         self.grid = g = model.grid
@@ -64,7 +65,6 @@ class RecoveredReward:
         return np.clip(pts, lo, hi)
 
     def __call__(self, s, a=None) -> np.ndarray:
-        from ..mdp.transition import _kernel_1d
 
         g = self.grid
         if a is None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..core._progress import progress_bar
 
 __all__ = ["SoftQSolution", "soft_policy", "soft_state_value", "soft_value_iteration"]
 
@@ -182,7 +183,6 @@ def soft_value_iteration(
     q = reward.copy() if q0 is None else np.asarray(q0, dtype=float).copy()
     factor = gamma / (1.0 - gamma)
     bound = np.inf
-    from ..core._progress import progress_bar
 
     bar = progress_bar(total=int(max_iter), enabled=progress, desc="soft value iteration", unit="backup", leave=False)
     for k in range(1, int(max_iter) + 1):

@@ -18,6 +18,7 @@ from ..core._errors import FpirlInputError
 from ._results import nodal_field, open_result, result_gamma, result_grid, reward_convention
 from .dynamics import DynamicsChange, transition_from_result
 from .solver import solve_soft
+import xarray as xr
 
 __all__ = ["solve_result"]
 
@@ -58,7 +59,6 @@ def solve_result(result, change: DynamicsChange | None = None, reward_from=None,
     FpirlInputError
         Result without a policy or reward, a reward file on another grid, or a bad change.
     """
-    import xarray as xr
 
     ds = open_result(result)
     change = DynamicsChange() if change is None else change

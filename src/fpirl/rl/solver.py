@@ -26,6 +26,7 @@ from ..core.validation import _check_gamma, _expand_state, _nodal, _positive, _s
 from ..mdp.recovery import soft_state_value
 from ..mdp.transition import GaussianTransition
 from .soft_q import soft_value_iteration
+from scipy.sparse.linalg import LinearOperator, gmres
 
 __all__ = ["PolicyEvaluation", "SoftSolution", "evaluate_policy", "soft_optimal_policy", "solve_soft"]
 
@@ -140,7 +141,6 @@ def evaluate_policy(grid: Grid, policy, reward, transition: GaussianTransition, 
         m = transition.state_kernel(policy).reshape(n_s, n_s) * _state_weights(grid).reshape(1, -1)
         value = np.linalg.solve(np.eye(n_s) - gamma * m, r_pi.ravel()).reshape(ss)
     else:
-        from scipy.sparse.linalg import LinearOperator, gmres
 
         def matvec(x):
             x = np.asarray(x).reshape(ss)

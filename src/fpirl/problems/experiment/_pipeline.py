@@ -19,6 +19,9 @@ from ...io.netcdf import atomic_write, read_density, write_density
 from ._evaluate import _Truth, _fit_difference, _truth_on_grid, fit_and_evaluate
 from ._report import _figures, _fmt, _report, _write_result
 from ._spec import ExperimentSpec, KL_RATIO_LIMIT, json_default
+from ..transfer import TransferModel, transfer_table
+from ...plotting.transfer import plot_transfer
+from ..transfer import transfer_markdown
 
 #: psi_GT is only C^1 (cubic Hermite), so its spectrum decays algebraically and the spectral
 #: solver's resolution heuristic fires although the data error is far below the fit error
@@ -236,7 +239,6 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
     transfer = None
     grid_last = truth.grid
     if spec.transfer and grid_last.state_axes and grid_last.action_axes:
-        from ..transfer import TransferModel, transfer_table
 
         say(f"N = {N_last}: transfer tables of the recovered reward (T1/T2) ...")
         est = fit.estimator
@@ -247,7 +249,6 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
             TransferModel(est.potential_on_grid(grid_last), est.gradient_on_grid(grid_last, axes=grid_last.state_axes)))
         transfer["N"] = N_last
         timings["transfer tables (T1/T2)"] = transfer["seconds"]
-        from ...plotting.transfer import plot_transfer
 
         figures["transfer"] = plot_transfer(transfer, outdir / "fig_transfer.png",
                                             f"{spec.name}, N = {N_last}: transfer of the recovered reward").name
@@ -285,7 +286,6 @@ def run_experiment(spec: ExperimentSpec, elements: Sequence[int], outdir, cache_
     }
     report = _report(spec, summary)
     if transfer is not None:
-        from ..transfer import transfer_markdown
 
         report += "\n\n" + transfer_markdown(transfer, spec.gamma, f"Finest grid, N = {N_last}, fit on FP PDE data.",
                                                figures.get("transfer"))
