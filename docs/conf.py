@@ -9,6 +9,8 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 
 import fpirl  # noqa: E402
 
+os.environ.setdefault("TQDM_DISABLE", "1")  # no progress bars in the executed tutorials (the kernels inherit it)
+
 project = "fpirl"
 author = "the fpirl developers"
 copyright = "the fpirl developers, MIT licence"
