@@ -58,10 +58,14 @@ class _Alias(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.own_spec = module.__spec__
+        return module
 
     def exec_module(self, module):  # already executed under its new name
-        pass
+        # importlib has just set the alias spec on the shared module object; give it back its own, or
+        # its relative imports would warn (ImportWarning: __package__ != __spec__.parent)
+        module.__spec__ = self.own_spec
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
