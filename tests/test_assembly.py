@@ -9,28 +9,57 @@ from fpirl.core.hermite import HermiteAxis, HermiteSpace
 from fpirl.weakform._reference import reference_normal_equations
 
 
+def _hat(fe, j, x, k=0):
+    """Independent hat function of node ``j`` of a uniform FE axis (or its derivative), periodic wrap."""
+    d = x - (fe.lower + j * fe.spacing)
+    if fe.periodic:
+        d = (d + 0.5 * fe.length) % fe.length - 0.5 * fe.length
+    inside = np.abs(d) < fe.spacing
+    return np.where(inside, 1 - np.abs(d) / fe.spacing, 0.0) if k == 0 else \
+        np.where(inside, -np.sign(d) / fe.spacing, 0.0)
+
+
 @pytest.mark.parametrize("periodic", [True, False])
 def test_axis_tables_match_scipy_quad(periodic):
     fe = Axis("x", -1.0, 1.0, 7, periodic=periodic)
     ha = HermiteAxis(-1.0, 1.0, 3, periodic)  # not nested with the FE grid
     tb = axis_tables(fe, ha, 3)
-    hat = lambda j, x, k=0: hat_matrix(fe, np.atleast_1d(x), k)[0, j]
+    hat = lambda j, x, k=0: _hat(fe, j, x, k)
     herm = lambda i, x, k=0: ha.matrix(np.atleast_1d(x), k)[0, i]
     breaks = np.union1d(fe.lower + fe.spacing * np.arange(fe.elements + 1), ha.breakpoints)
 
     def quad(f):
         return sum(integrate.quad(f, a, b, epsabs=1e-13)[0] for a, b in zip(breaks[:-1], breaks[1:]))
 
-    for j, n in [(0, 0), (3, 4), (fe.n_nodes - 1, fe.n_nodes - 2)]:
-        assert tb.mass[j, n] == pytest.approx(quad(lambda x: hat(j, x) * hat(n, x)), abs=1e-13)
-        assert tb.stiffness[j, n] == pytest.approx(quad(lambda x: hat(j, x, 1) * hat(n, x, 1)), abs=1e-12)
-    for j, i, l in [(2, 1, -1), (3, 4, 0), (5, 2, 1), (0, ha.n_dofs - 1, 1)]:
+    # linear elements: the analytic mass (h/6 [2 1; 1 2] per element) and stiffness (1/h [1 -1; -1 1])
+    h, n = fe.spacing, fe.n_nodes
+    mass = np.diag(np.full(n, 2 * h / 3)) + h / 6 * (np.eye(n, k=1) + np.eye(n, k=-1))
+    stiff = np.diag(np.full(n, 2 / h)) - (np.eye(n, k=1) + np.eye(n, k=-1)) / h
+    if periodic:
+        mass[0, -1] = mass[-1, 0] = h / 6
+        stiff[0, -1] = stiff[-1, 0] = -1 / h
+    else:
+        mass[0, 0] = mass[-1, -1] = h / 3
+        stiff[0, 0] = stiff[-1, -1] = 1 / h
+    np.testing.assert_allclose(tb.mass, mass, atol=1e-14)
+    np.testing.assert_allclose(tb.stiffness, stiff, atol=1e-13)
+    for j, i, l in [(2, 1, -1), (3, 4, 0), (5, 2, 1), (0, ha.n_dofs - 1, 1), (fe.n_nodes - 1, 0, -1)]:
         n = (j + l) % fe.n_nodes
         if not periodic and not 0 <= j + l < fe.n_nodes:
             continue
         for u in (0, 1):
             ref = quad(lambda x: hat(n, x) * herm(i, x, u) * hat(j, x, u))
             assert tb.t[u, j, i, l + 1] == pytest.approx(ref, abs=1e-12)
+
+
+def test_hat_matrix_is_the_hat_basis(rng):
+    """hat_matrix (values and slopes) against the independent hats, both boundaries."""
+    for periodic in (True, False):
+        fe = Axis("x", -1.0, 2.0, 6, periodic=periodic)
+        x = rng.uniform(-1.0, 2.0, 50)
+        for k in (0, 1):
+            ref = np.stack([_hat(fe, j, x, k) for j in range(fe.n_nodes)], axis=1)
+            np.testing.assert_allclose(hat_matrix(fe, x, k), ref, atol=1e-13)
 
 
 def test_quadrature_is_exact_with_three_points_but_not_two(rng):

@@ -286,3 +286,26 @@ def test_every_public_name_is_importable():
     assert set(fpirl.__all__) <= set(dir(fpirl))
     with pytest.raises(AttributeError):
         fpirl.no_such_name  # noqa: B018
+
+
+def test_fit_writes_the_reward_of_the_state_gradient(valid_data, tmp_path, cli):
+    """The reward in the result file is the inverse Bellman reward (recover_mdp) of the written psi, with
+    the transition drifting along grad_s psi; grad_s psi here by central differences of the file's Hermite
+    potential along the state axis (independent of the estimator's gradient code)."""
+    from fpirl.io import model_from_result
+    from fpirl.mdp import recover_mdp
+
+    out = tmp_path / "result.nc"
+    assert cli("fit", valid_data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--no-progress",
+               "--uncertainty", "none").returncode == 0
+    ds = read_result(out)
+    model = model_from_result(ds)
+    grid = model.grid
+    pts = grid.mesh()
+    eps = 1e-5
+    grad_s = (model.potential(pts + [eps, 0]) - model.potential(pts - [eps, 0])) / (2 * eps)
+    np.testing.assert_allclose(model.potential(pts), ds["potential"].values, atol=1e-10)
+    mdp = recover_mdp(grid, ds["potential"].values, grad_s[None], ds.attrs["beta"], ds.attrs["dt"],
+                      gamma=ds.attrs["gamma"])
+    np.testing.assert_allclose(ds["reward"].values, mdp.reward, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ds["policy"].values, mdp.policy, rtol=1e-10)

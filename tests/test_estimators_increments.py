@@ -209,3 +209,33 @@ def test_noise_correction_lag_two_for_differenced_noise():
     assert lag2.settings_["noise_correction"] == 2
     with pytest.raises(FpirlInputError):
         IncrementsEstimator(hermite_elements=6, noise_correction=-1).fit(tr)
+
+
+def test_fixed_beta_on_reflecting_tracks(tracks2):
+    """beta given on reflecting tracks: the wall fold uses sigma = sqrt(2 dt / beta) and psi is recovered
+    as well as with beta estimated (a wrong sigma in the fold biases psi near every wall)."""
+    est = IncrementsEstimator(hermite_elements=3, beta=2.0).fit(tracks2)
+    assert est.beta_ == 2.0 and est.settings_["walls_mirrored"] == "x0,x1"
+    assert rel_error(est, psi2, [-1, -1], [1, 1]) < 0.08
+
+
+def test_noise_correction_regressors_stay_within_their_track():
+    """With noise_correction (lag L) every transition's regressor is the observation L rows before its
+    start in the SAME track: the first L transitions of each track are left out (count known in advance),
+    and the fit does not depend on the order of the tracks in the table (a regressor borrowed from the
+    previous track would change with it)."""
+    base = make_tracks(grad1, 3.0, 60, 20, 5e-3, -1.0, 1.0, "periodic", 21, noise=0.03)
+    lengths = np.bincount(base.segment)
+    for lag in (1, 2):
+        est = IncrementsEstimator(hermite_elements=4, noise_correction=lag).fit(base)
+        assert est.system_.n_transitions == np.sum(lengths - 1 - lag)
+    t = base
+    perm = np.random.default_rng(3).permutation(t.n_tracks)
+    rows = np.concatenate([np.flatnonzero(t.track == k) for k in perm])
+    new_id = np.argsort(perm)[t.track[rows]]
+    reordered = TrackTable(t.values[rows], new_id, new_id, t.time[rows], t.dt, t.names, t.roles, t.lower, t.upper,
+                           t.boundary)
+    a = IncrementsEstimator(hermite_elements=4, noise_correction=2).fit(t)
+    b = IncrementsEstimator(hermite_elements=4, noise_correction=2).fit(reordered)
+    np.testing.assert_allclose(b.coef_, a.coef_, atol=1e-9)
+    assert b.beta_ == pytest.approx(a.beta_, rel=1e-9)

@@ -137,3 +137,28 @@ def test_cv_curve_round_trips_and_is_plotted(fitted, tmp_path):
     assert ds["cv_score"].attrs["chosen_candidate"] == ",".join(map(str, fitted.cv_["chosen_elements"]))
     png = plot_result(ds, tmp_path / "r.png")
     assert png.stat().st_size > 1000
+
+
+def test_cv_score_is_the_heldout_gaussian_loglik_in_two_dimensions():
+    """The fold score (nats per transition) equals the mean scipy multivariate-normal log-density of the
+    held-out increments, N(-grad psi dt, (2 dt / beta) I) with psi fitted on the other folds (d = 2)."""
+    from scipy.stats import multivariate_normal
+
+    from fpirl.estimators.increments import _regression_data
+    from fpirl.estimators.selection import cross_validate
+
+    def grad(x):
+        return np.stack([PI * np.cos(PI * x[..., 0]), -0.5 * PI * np.sin(PI * x[..., 1])], axis=-1)
+
+    tr = make_tracks(grad, 2.0, 40, 30, 1e-2, [-1, -1], [1, 1], "periodic", 33)
+    beta, dt, el, ridge = 2.0, tr.dt, (2, 2), 1e-4
+    points, _, dx, track = _regression_data(tr, 0)
+    fold = track % 2
+    cv = cross_validate(tr.lower, tr.upper, True, points, dx / dt, [0, 1], fold, 2, dt, [el], [ridge], beta)
+    for f in range(2):
+        est = IncrementsEstimator(hermite_elements=el, ridge=ridge, beta=beta).fit(
+            tr.select_tracks(np.flatnonzero(np.arange(tr.n_tracks) % 2 != f)))
+        held = fold == f
+        mean = -est.gradient(points[held]) * dt
+        ref = np.mean([multivariate_normal(m, 2 * dt / beta * np.eye(2)).logpdf(x) for m, x in zip(mean, dx[held])])
+        assert cv["fold_scores"][0, 0, f] == pytest.approx(ref, rel=1e-8)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _simtracks import sde_tracks, table_from_paths, velocity_table
-from scipy.stats import norm
+from scipy.stats import multivariate_normal, norm
 
 from fpirl import FpirlInputError
 from fpirl.tracks.steps import observed_transitions
@@ -139,3 +139,14 @@ def test_mostly_outside_the_box_warns_about_units(joint_tracks):
                              False, DT)
     with pytest.warns(UserWarning, match="outside the fitted box"):
         heldout_loglik(narrow, test)
+
+
+def test_two_state_axes_match_scipy_multivariate_normal(rng):
+    """d_s = 2 (no actions): the score is the 2-D Gaussian density of the step, N(-grad psi dt, (2 dt / beta) I)."""
+    paths = sde_tracks(lambda x: -_grad(x), BETA, rng.uniform(-0.5, 0.5, (6, 2)), DT, 12, rng, *BOX)
+    table = table_from_paths(paths, DT, ["x", "y"], ["state", "state"], *BOX)
+    tr = observed_transitions(table)
+    ll = fpirl_loglik(_true_model(table), tr)
+    cov = 2 * DT / BETA * np.eye(2)
+    ref = [multivariate_normal(-_grad(x[None])[0] * DT, cov).logpdf(step) for x, step in zip(tr.x, tr.step)]
+    np.testing.assert_allclose(ll, ref, rtol=1e-10)

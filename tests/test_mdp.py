@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.optimize
 
 from fpirl import FpirlInputError
 from fpirl.core.grid import Grid
@@ -297,3 +298,77 @@ def test_moment_kernel_has_exact_mean_and_variance(ratio):
         v = (g * w * dist**2).sum(1) - ((g * w * dist).sum(1)) ** 2
         if bad:
             assert np.abs(v / target - 1).max() > 1e-2
+
+
+def _folded_hat_kernel(axis, mu, tau, nodal=False):
+    """Independent oracle for one reflecting axis: ``K[r, j] = int N_j(y) f_r(y) dy / w_j`` with ``N_j``
+    the hat of node ``j`` (half hats at the walls) and ``f_r`` the density of ``N(mu_r, tau^2)``
+    folded into the box (method of images, period 2 L), by 20-point Gauss-Legendre quadrature per
+    element; ``nodal=True``: ``K[r, j] ~ f_r(x_j)``. Rows normalised to ``K @ w = 1``."""
+    lo, length, h = axis.lower, axis.length, axis.spacing
+    x, w = axis.nodes, axis.node_weights
+    images = 2 * length * np.arange(-4, 5)
+
+    def folded(y):  # y: (...,) absolute positions -> (n_sources, ...)
+        u = (y - lo)[None, ..., None]
+        m = (np.asarray(mu) - lo).reshape((-1,) + (1,) * (np.ndim(y) + 1))
+        t = np.broadcast_to(np.asarray(tau, dtype=float), np.shape(mu)).reshape(m.shape)  # scalar or per source
+        g = np.exp(-0.5 * ((u - m - images) / t) ** 2) + np.exp(-0.5 * ((u + m - images) / t) ** 2)
+        return g.sum(-1) / (t[..., 0] * np.sqrt(2 * np.pi))
+
+    if nodal:
+        k = folded(x)
+    else:
+        xi, wq = np.polynomial.legendre.leggauss(20)
+        xi, wq = 0.5 * (xi + 1), 0.5 * wq * h  # on [0, 1], weights for an element of width h
+        f = folded(x[:-1, None] + h * xi[None, :])  # (n_sources, n_elements, 20)
+        k = np.zeros((f.shape[0], x.size))
+        k[:, :-1] += np.einsum("req,q->re", f, wq * (1 - xi))
+        k[:, 1:] += np.einsum("req,q->re", f, wq * xi)
+        k /= w
+    return k / (k @ w)[:, None]
+
+
+def _interior_moment_tau(theta, sigma, h):
+    """Width ``tau`` whose hat projection on an unbounded lattice has nodal variance ``sigma^2`` for a
+    mean at ``theta h`` in its cell: ``E[I((X - mu)^2)] = sigma^2``, ``I`` the piecewise linear
+    interpolant at the nodes, ``X ~ N(mu, tau^2)`` (Gauss-Legendre per element, Brent's root)."""
+    xi, wq = np.polynomial.legendre.leggauss(20)
+    xi, wq = 0.5 * (xi + 1), 0.5 * wq * h
+    k = np.arange(-int(12 * sigma / h) - 2, int(12 * sigma / h) + 3)[:, None]
+    y, mu = (k + xi) * h, theta * h
+    interp = (1 - xi) * (k * h - mu) ** 2 + xi * ((k + 1) * h - mu) ** 2
+
+    def excess(tau):
+        g = np.exp(-0.5 * ((y - mu) / tau) ** 2) / (tau * np.sqrt(2 * np.pi))
+        return float(np.sum(g * interp * wq)) - sigma**2
+
+    return scipy.optimize.brentq(excess, 0.2 * h, sigma, xtol=1e-14 * h)
+
+
+@pytest.mark.filterwarnings("ignore:the '.*' transition kernel is inaccurate")
+@pytest.mark.parametrize("discretization, ratio", [("moment", 2.5), ("moment", 0.8), ("projection", 0.8),
+                                                   ("projection", 2.5), ("nodal", 0.8)])
+def test_reflecting_kernel_equals_quadrature_of_the_folded_gaussian(discretization, ratio):
+    """Every kernel on a reflecting axis, means inside, on and beyond the walls, against the oracle built
+    without the kernel code. 'moment' at sigma >= 2.05 h has the analytic width tau^2 = sigma^2 - h^2/6
+    (the hats add E[(X - x_l)(x_r - X)] = h^2/6 to the variance of a wide Gaussian); at 0.8 h the width
+    of each source is solved from the interior rule (:func:`_interior_moment_tau`)."""
+    grid = Grid([-1, -1], [1, 1], [10, 2], roles=["state", "action"], boundary="reflecting")
+    axis = grid.axes[0]
+    h, dt = axis.spacing, 0.1
+    sigma = ratio * h
+    grad = np.random.default_rng(8).uniform(-3.5, 3.5, grid.shape)[None]  # means in [-1.35, 1.35]
+    grad[0, 0, 0], grad[0, -1, 1] = 0.0, 0.0  # sources exactly on the walls
+    tr = GaussianTransition(grid, grad, 2 * dt / sigma**2, dt, discretization)
+    mu = (grid.mesh()[..., 0] - grad[0] * dt).ravel()
+    assert mu.min() < -1.2 and mu.max() > 1.2
+    tau, rtol = sigma, 1e-9
+    if discretization == "moment" and ratio > 2.05:
+        tau = np.sqrt(sigma**2 - h * h / 6)
+    elif discretization == "moment":  # the code tabulates tau(theta): variance within 1e-5 relative
+        tau, rtol = np.array([_interior_moment_tau(t, sigma, h) for t in np.mod((mu - axis.lower) / h, 1)]), 1e-7
+    ref = _folded_hat_kernel(axis, mu, tau, nodal=discretization == "nodal")
+    np.testing.assert_allclose(tr.factors[0], ref, rtol=rtol, atol=1e-12)
+    ns = state_shape(grid)
+    np.testing.assert_allclose(tr.dense(), ref.reshape(grid.shape + ns), rtol=rtol, atol=1e-12)

@@ -34,7 +34,7 @@ def _noisy(s, level, rng, additive=False):
 @pytest.mark.parametrize("level, seed", [(0.02, 0), (0.25, 1)])
 def test_interval_calibrated_at_low_and_high_noise(problem1d, level, seed):
     """The row model covered 100% at 2% noise with 3.5x too wide intervals; this model must cover
-    80-98% at both ends, with a std close to the actual error."""
+    80-95.5% at both ends, with a std close to the actual error."""
     problem, base = problem1d
     grid = base.grid
     true = problem.hermite.evaluate_grid(problem.coef, grid.coords)
@@ -48,7 +48,8 @@ def test_interval_calibrated_at_low_and_high_noise(problem1d, level, seed):
         err = est.potential_on_grid() - true
         cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * sd))
         ratio.append(sd.mean() / np.sqrt(np.mean(err**2)))
-    assert 0.80 <= np.mean(cover) <= 0.98, np.mean(cover)
+    # 0.955: over 6 seeds the coverage was 0.88-0.94; with the posterior variance doubled by hand, 0.98-0.99
+    assert 0.80 <= np.mean(cover) <= 0.955, np.mean(cover)
     assert 0.6 < np.median(ratio) < 2.0, np.median(ratio)
 
 
@@ -123,7 +124,7 @@ def test_regions_without_data_get_wide_intervals():
 def test_discretisation_error_is_covered_in_2d_at_low_noise():
     """2-D, 16^2 nodes, 2% noise: the grid error exceeds the noise error, so the noise-only model
     covered 42% (measured); the resolution column (Richardson, fit on every second node) brings the
-    coverage of the 90% interval into 80-98% (measured 83%)."""
+    coverage of the 90% interval into 80-92% (measured 83%; 94% with the variance doubled by hand)."""
     problem = Problem(2, "periodic", steps=20)
     base = problem.snapshots(16)
     grid = base.grid
@@ -138,7 +139,7 @@ def test_discretisation_error_is_covered_in_2d_at_low_noise():
         assert post.resolution is not None
         err = est.potential_on_grid() - true
         cover.append(np.mean(np.abs(err) <= post.quantile(0.95) * post.potential_std(grid.coords)))
-    assert 0.80 <= np.mean(cover) <= 0.98, np.mean(cover)
+    assert 0.80 <= np.mean(cover) <= 0.92, np.mean(cover)
 
 
 def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():

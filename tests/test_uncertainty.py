@@ -21,6 +21,10 @@ from fpirl.uncertainty import (credible_bands, density_posterior, increments_pos
 from fpirl.workflows import recover_mdp_from_fit
 
 N_SETS = 30
+#: Upper end of the 90% intervals' coverage window. Over 12 seeds of the two calibration tests the
+#: coverage was 0.83-0.94; with the posterior variance doubled by hand it was 0.98-1.0 (a sqrt(2)
+#: wider interval covers ~98%), so this bound fails a doubled variance.
+COVER_MAX = 0.955
 
 
 def _cos_space(elements, periodic=True):
@@ -89,7 +93,7 @@ def test_density_interval_calibrated_under_multiplicative_noise(problem1d):
         post = density_posterior(est)
         half = post.quantile(0.95) * post.potential_std(grid.coords)
         cover.append(np.mean(np.abs(est.potential_on_grid() - true) <= half))
-    assert 0.80 <= np.mean(cover) <= 0.98, np.mean(cover)
+    assert 0.80 <= np.mean(cover) <= COVER_MAX, np.mean(cover)
 
 
 def test_density_interval_is_conservative_at_low_noise(problem1d):
@@ -125,7 +129,7 @@ def test_increments_interval_calibrated():
         cover.append(np.mean(np.abs(est.potential_on_grid() - h.evaluate_grid(coef, g.coords)) <= half))
         lo, hi = post.beta_interval()
         beta_cover.append(lo <= beta <= hi)
-    assert 0.80 <= np.mean(cover) <= 0.98, np.mean(cover)
+    assert 0.80 <= np.mean(cover) <= COVER_MAX, np.mean(cover)
     assert 0.75 <= np.mean(beta_cover) <= 1.0, np.mean(beta_cover)
 
 

@@ -17,7 +17,7 @@ class DensitySnapshots:
         The finite-element grid whose nodes carry the values.
     times : array_like, shape (n_t,)
         Strictly increasing, uniformly spaced snapshot times (at least two).
-    values : array_like, shape (n_t, *grid.shape)
+    values : array_like, shape ``(n_t, *grid.shape)``
         Non-negative, finite density values at the nodes.
 
     Raises

@@ -125,11 +125,11 @@ def state_marginal(grid: Grid, p) -> np.ndarray:
     Parameters
     ----------
     grid : Grid
-    p : array_like, shape (..., *grid.shape)
+    p : array_like, shape ``(..., *grid.shape)``
 
     Returns
     -------
-    ndarray, shape (..., *state_shape(grid))
+    ndarray, shape ``(..., *state_shape(grid))``
     """
     p = np.asarray(p, dtype=float)
     return grid.integrate(p, axes=grid.action_axes)

@@ -157,7 +157,7 @@ def kl_divergence(p, q, grid: Grid, floor: float = KL_FLOOR):
 
     Parameters
     ----------
-    p, q : array_like, shape grid.shape or (n_t, *grid.shape)
+    p, q : array_like, shape grid.shape or ``(n_t, *grid.shape)``
         Non-negative densities (stacks are compared time by time; one of them may be a single
         array, broadcast over the other's times).
     grid : Grid
@@ -207,7 +207,7 @@ def free_energy(p, psi, beta: float, grid: Grid):
 
     Parameters
     ----------
-    p : array_like, shape grid.shape or (n_t, *grid.shape)
+    p : array_like, shape grid.shape or ``(n_t, *grid.shape)``
     psi : array_like, shape grid.shape
     beta : float
     grid : Grid
@@ -240,7 +240,7 @@ def free_energy_mdp(rho, pi, q, beta: float, grid: Grid):
 
     Parameters
     ----------
-    rho : array_like, shape state_shape(grid) or (n_t, *state_shape)
+    rho : array_like, shape state_shape(grid) or ``(n_t, *state_shape)``
         State density.
     pi : array_like, shape grid.shape
         Policy ``pi(a|s)``.

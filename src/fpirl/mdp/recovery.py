@@ -257,7 +257,7 @@ def recover_mdp(
     ----------
     grid : Grid
     psi : array_like, shape grid.shape
-    grad_s_psi : array_like, shape (len(grid.state_axes), *grid.shape)
+    grad_s_psi : array_like, shape ``(len(grid.state_axes), *grid.shape)``
     beta, dt : float
         Inverse temperature and MDP time step, both > 0.
     gamma : float, default 0.99

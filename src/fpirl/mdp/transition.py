@@ -240,7 +240,7 @@ class GaussianTransition:
     ----------
     grid : Grid
         Joint state-action grid.
-    grad_s_psi : array_like, shape (len(grid.state_axes), *grid.shape)
+    grad_s_psi : array_like, shape ``(len(grid.state_axes), *grid.shape)``
         ``d psi / d s_k`` at the nodes, one slice per state axis (in ``grid.state_axes`` order).
     beta : float
         Inverse temperature, > 0.

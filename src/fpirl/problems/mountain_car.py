@@ -60,7 +60,7 @@ class QFit:
     coef : ndarray, shape hermite.shape
         Coefficients of the fitted Q (not mean-shifted).
     rms_error, relative_error, max_error : float
-        Fit error on the soft-Q grid nodes: RMS, RMS / std(Q), max |.|.
+        Fit error on the soft-Q grid nodes: RMS, RMS / std(Q), max abs.
     """
 
     hermite: object

@@ -14,7 +14,7 @@ eq. vsi_regression needs ``A = sum_k Xi_k^T Xi_k``, ``sum_k Xi_k^T g_k``, ``sum_
 a few scalars.
 
 How it is computed without ever forming ``Xi_k``
------------------------------------------------
+------------------------------------------------
 ``Xi_k`` is linear in the nodal values, ``Xi_k[j, i] = sum_n bar p_k[n] T[j, i, n]``, and the
 3-tensor ``T`` is a sum over directions ``a`` of tensor products of 1-D tables
 ``t_u[j_b, i_b, n_b] = int N_n (d^u h_i)(d^u w_j) dx`` with ``u = [b == a]``. Writing
