@@ -101,7 +101,8 @@ def changed_transition(grid: Grid, grad_s_psi, beta: float, dt: float, change: D
     Parameters
     ----------
     grid : Grid
-    grad_s_psi : array_like, shape (n_state, *grid.shape)
+    grad_s_psi : array_like
+        Shape ``(n_state, *grid.shape)``.
     beta, dt : float
     change : DynamicsChange, optional
         Default: no change.
