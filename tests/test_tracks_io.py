@@ -180,3 +180,23 @@ def test_empty_and_unknown_files(tmp_path):
         read_tracks(tmp_path / "missing.csv", track="id", time="t", state="x")
     with pytest.raises(FpirlInputError, match=".csv or .parquet"):
         read_tracks(tmp_path / "x.txt", track="id", time="t", state="x")
+
+
+def test_dataframe_reads_like_its_csv(tmp_path, walk):
+    """A DataFrame gives the same table as the CSV written from it (velocity actions, string ids)."""
+    df = _long_table(walk, DT, ids=[f"cell{k}" for k in range(walk.shape[1])])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    kw = dict(track="agent", time="frame_time", state="x,y", action="velocity")
+    a = read_tracks(tmp_path / "t.csv", **kw)
+    b = read_tracks(df, **kw)
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.segment, b.segment)
+    np.testing.assert_array_equal(a.track_ids, b.track_ids)
+    assert a.dt == b.dt and a.names == b.names
+    np.testing.assert_allclose(b.lower, a.lower)
+    with pytest.raises(FpirlInputError, match="no column 'z'"):
+        read_tracks(df, track="agent", time="frame_time", state="x,z")
+    bad = df.astype({"x": object})
+    bad.loc[3, "x"] = "oops"
+    with pytest.raises(FpirlInputError, match="non-numeric value 'oops' at row 4"):
+        read_tracks(bad, **kw)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ..io._files import check_readable
-from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns,
+from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns, read_frame_columns,
                              read_parquet_columns)
 from ..core.grid import BOUNDARIES
 from .table import TrackTable
@@ -101,6 +101,14 @@ class _RowNumbers:
 
     def __call__(self, i) -> int:
         return int(i if self.order is None else self.order[i]) + 1
+
+
+def _as_dataframe(obj):
+    """``obj`` when it is a pandas DataFrame (pandas imported only if it is already loaded), else None."""
+    import sys
+
+    pd = sys.modules.get("pandas")
+    return obj if pd is not None and isinstance(obj, pd.DataFrame) else None
 
 
 def _first_nonfinite(values: np.ndarray, columns, rows, what: str):
@@ -188,8 +196,9 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
 
     Parameters
     ----------
-    path : str or Path
-        ``.csv`` or ``.parquet``/``.pq`` file, long format (one row per observation).
+    path : str, Path or pandas.DataFrame
+        ``.csv`` or ``.parquet``/``.pq`` file, or a DataFrame with the same columns, long format
+        (one row per observation; a DataFrame is read as a file would be, row order included).
     track, time : str
         Column with the track ids (any type) and column with the observation times (numeric).
     state : str or list of str
@@ -219,11 +228,14 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         Rows grouped by track (tracks in first-seen order, file order within a track), split into
         segments at missing frames and dropped rows; ``source`` records the columns and stride.
     """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
-        raise FpirlInputError(f"a trajectory table must be .csv or .parquet, got {str(path)!r}")
-    check_readable(path)
+    frame = _as_dataframe(path)
+    if frame is None:
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
+            raise FpirlInputError(f"a trajectory table must be .csv or .parquet (or a pandas DataFrame), "
+                                  f"got {str(path)!r}")
+        check_readable(path)
     if boundary not in BOUNDARIES:
         raise FpirlInputError(f"boundary must be 'periodic' or 'reflecting', got {boundary!r}")
     if int(stride) != stride or stride < 1:
@@ -251,13 +263,16 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
                               "from the data")
 
     numeric = [time, *states, *actions]
-    if suffix in CSV_SUFFIXES:
+    if frame is not None:
+        cols = read_frame_columns(frame, track, numeric)
+        path = "<DataFrame>"
+    elif suffix in CSV_SUFFIXES:
         cols = read_csv_columns(path, track, numeric, progress=progress, engine=engine)
     else:
         cols = read_parquet_columns(path, track, numeric, progress=progress)
     n_rows = cols.n_rows
     if n_rows == 0:
-        raise FpirlInputError(f"{str(path)!r} is an empty table (a header but no rows)")
+        raise FpirlInputError(f"{str(path)!r} is an empty table (column names but no rows)")
     ids = cols.track_ids
     rows = _RowNumbers()
     t = cols.numeric.pop(time)
