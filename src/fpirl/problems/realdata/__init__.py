@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core._errors import FpirlInputError
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
-from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks
+from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks, track_check
 
 __all__ = ["DATA_ENV", "TRACK_SETS", "TrackSet", "locate_data", "run_realdata", "run_set"]
 
@@ -119,6 +119,12 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     sim = simulate_tracks(est, np.asarray(starts), max(lengths) - 1, train.dt, table.lower, table.upper, rng)
     simulated = [sim[:n, i] for i, n in enumerate(lengths)]
     fig = set_figure(folder / "figure.png", spec.name, est.grid_, maps, observed, simulated, spec.units)
+    from ...plotting.tracks import plot_track_comparison
+
+    tracks_summary, obs_stats, sim_stats = track_check(est, test, rng)
+    tracks_fig = plot_track_comparison(tracks_summary, obs_stats, sim_stats, folder / "tracks.png",
+                                       labels=("held-out tracks", "simulated (same starts and lengths)"),
+                                       units=tuple(u.strip() for u in spec.units.split(",")))
 
     command = (f"fpirl fit {csv} -o result.nc --track {spec.track} --time {spec.time} --state {','.join(spec.state)} "
                "--action velocity" + (f"  (the full run; this one tried {cv_elements} velocity elements)"
@@ -138,6 +144,7 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         "mobility_cv": mob_scores, "mobility_base": f"velocity-only, {vel[0]} elements, ridge {vel[1]:g}",
         "mobility_time": mobility_time,
         "se_mobility_vs_prw": score.difference_se("fpirl_mobility", "persistent_random_walk"),
+        "track_check": tracks_summary, "track_figure": f"{spec.name}/{tracks_fig.name}",
     }
 
 

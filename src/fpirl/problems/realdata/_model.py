@@ -119,28 +119,31 @@ def arena_maps(est, mdp, grid) -> dict:
 
 
 def simulate_tracks(est, starts: np.ndarray, steps: int, dt: float, lower, upper, rng) -> np.ndarray:
-    r"""Sample paths of the fitted model from observed starts ``(s_0, a_0)`` (rows of ``starts``).
+    r"""Sample paths of the fitted model from observed starts ``(s_0, a_0)`` (rows of ``starts``):
+    :func:`fpirl.forward.track_paths.sample_velocity_tracks` with reflecting walls. Returns
+    ``(steps + 1, n, d_s)`` positions."""
+    from ...forward.track_paths import sample_velocity_tracks
 
-    Velocity: :math:`a_{k+1} = a_k - \nabla_a\psi(s_k, a_k)\Delta t + \sqrt{2\Delta t/\beta}\,\xi`,
-    mirrored at the walls of the velocity box (the model's reflecting box); position:
-    :math:`s_{k+1} = s_k + a_{k+1}\Delta t`, mirrored at the walls of the position box (the velocity
-    component normal to a wall flips). Returns ``(steps + 1, n, d_s)`` positions.
-    """
-    d_s = starts.shape[1] // 2
-    lo, hi = np.asarray(lower[:d_s], float), np.asarray(upper[:d_s], float)
-    a_lo, a_hi = np.asarray(lower[d_s:], float), np.asarray(upper[d_s:], float)
-    box_lo, box_hi = np.asarray(lower, float), np.asarray(upper, float)
-    s, a = starts[:, :d_s].copy(), starts[:, d_s:].copy()
-    sigma = np.sqrt(2.0 * dt / float(est.beta_))
-    out = np.empty((steps + 1,) + s.shape)
-    out[0] = s
-    for k in range(steps):
-        g = est.gradient(np.clip(np.concatenate([s, a], axis=1), box_lo, box_hi))[:, d_s:]
-        a = a - g * dt + sigma * rng.normal(size=a.shape)
-        a = np.clip(np.where(a < a_lo, 2 * a_lo - a, np.where(a > a_hi, 2 * a_hi - a, a)), a_lo, a_hi)
-        s = s + a * dt
-        below, above = s < lo, s > hi
-        s = np.where(below, 2 * lo - s, np.where(above, 2 * hi - s, s))
-        a = np.where(below | above, -a, a)
-        out[k + 1] = np.clip(s, lo, hi)
-    return out
+    return sample_velocity_tracks(est.gradient, float(est.beta_), dt, starts, steps, lower, upper, "reflecting", rng)
+
+
+def track_check(est, test: TrackTable, rng, max_lag: int | None = None):
+    """Track-level check on held-out tracks: every segment of ``test`` simulated from its first
+    observation for as many frames as it has, then :func:`fpirl.evaluation.track_stats.compare_tracks`
+    on the positions. Returns ``(summary, observed_stats, simulated_stats)``."""
+    from ...evaluation.track_stats import compare_tracks
+
+    S = list(test.state_axes)
+    seg = test.segment
+    first = np.flatnonzero(np.diff(seg, prepend=-1) != 0)
+    lengths = np.bincount(seg)[seg[first]]
+    sim = simulate_tracks(est, test.values[first], int(lengths.max()) - 1, test.dt, test.lower, test.upper, rng)
+    keep = np.arange(sim.shape[0])[None, :] < lengths[:, None]  # (n_segments, frames)
+    paths = sim.transpose(1, 0, 2)[keep]
+    ids = np.broadcast_to(np.arange(first.size)[:, None], keep.shape)[keep]
+    times = np.broadcast_to(test.dt * np.arange(sim.shape[0])[None, :], keep.shape)[keep]
+    box = (test.lower[S], test.upper[S])
+    names, roles = tuple(test.names[i] for i in S), ("state",) * len(S)
+    observed = TrackTable(test.values[:, S], seg, test.track, test.time, test.dt, names, roles, *box)
+    simulated = TrackTable(paths, ids, ids, times, test.dt, names, roles, *box)
+    return compare_tracks(observed, simulated, max_lag=max_lag, random_state=0)

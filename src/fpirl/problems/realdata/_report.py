@@ -94,6 +94,25 @@ NOTES = [
 ]
 
 
+def track_check_lines(rows: list) -> list:
+    """Section of the report: observed held-out tracks against tracks simulated from the fitted model."""
+    have = [r for r in rows if r.get("track_check")]
+    if not have:
+        return []
+    names = ("msd", "vacf", "speed", "turning_angle")
+    lines = ["", "## Track-level checks (held-out tracks against simulated ones)", "",
+             "Every held-out track simulated from its first observation for as many frames as it has "
+             "(`fpirl simulate --tracks`, `fpirl compare` on the command line). Per statistic: the share of lags "
+             "or bins where the simulation lies inside the data's 95% band over tracks, and the discrepancy "
+             "(mean |sim - obs| / joint band half-width; about 1 or less: they agree within their noise).", "",
+             "| set | MSD | velocity autocorrelation | speed | turning angle |", "|---|---|---|---|---|"]
+    for r in have:
+        c = r["track_check"]
+        lines.append(f"| {r['set']} | " + " | ".join(
+            f"{100 * c[k]['inside_band']:.0f}% in band, {c[k]['discrepancy']:.2f}" for k in names) + " |")
+    return lines
+
+
 def _fmt(x, nd=3):
     return "n/a" if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
 
@@ -143,6 +162,7 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
             text += (f" The velocity-dependent mobility (degree {r['mobility_degree']} by CV) gives "
                      f"{gain:+.3f} ± {r['se_mobility_vs_prw']:.3f} against the PRW.")
         lines.append(text)
+    lines += track_check_lines(rows)
     lines += ["", "## Per set", ""]
     for r in rows:
         lines += [f"### {r['set']}: {r['what']}", "",
@@ -155,6 +175,8 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
                   + f"; density estimator beta = {r['density_beta']:.4g}.", ""]
         lines += ["", f"Refit the chosen model from the command line: `{r['command']}`", "",
                   f"![{r['set']}]({r['figure']})", ""]
+        if r.get("track_figure"):
+            lines += [f"![{r['set']}: track-level checks]({r['track_figure']})", ""]
         lines += r.get("notes", [])
     lines += NOTES
     lines += settings.get("closing", [])
