@@ -44,9 +44,10 @@ QUICK_ELEMENTS = (2, 3)
 
 
 def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, progress=None, density: bool = True,
-            cv_elements=None) -> dict:
+            cv_elements=None, max_tracks: int | None = None) -> dict:
     """Fit, evaluate and draw one set; returns its report row (``density=False`` skips the density
-    estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries)."""
+    estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries,
+    ``max_tracks`` keeps the first tracks of the set only: a pipeline check)."""
     from ...estimators import IncrementsEstimator
     from ...evaluation.adequacy import HelmholtzCheck
     from ...evaluation.baselines import fit_baselines
@@ -59,6 +60,8 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     folder = out / spec.name
     folder.mkdir(parents=True, exist_ok=True)
     table, csv = read_set(spec, data_dir, out / "data")
+    if max_tracks is not None and max_tracks < table.n_tracks:
+        table = table.select_tracks(np.arange(int(max_tracks)))
     train, test = table.split_tracks(TRAIN_FRACTION, SEED)
     base = fit_baselines(train, "velocity")
 
@@ -149,7 +152,7 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
 
 
 def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool = True, density: bool = True,
-                 cv_elements=None) -> Path:
+                 cv_elements=None, max_tracks: int | None = None) -> Path:
     """Run the benchmark on every available set; writes ``out/report.md`` and per-set folders.
 
     Parameters
@@ -157,7 +160,9 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
     out : path
         Output directory (created).
     data : path, optional
-        The real-data folder (default: ``$FPIRL_REALDATA`` or ``../shared/realdata`` next to the repository).
+        The real-data folder (default: ``$FPIRL_REALDATA`` or ``../shared/realdata`` next to the
+        repository). The corridor set is shipped with the package and always available; without a
+        data folder it is the only one.
     sets : list of str, optional
         Names of the sets to run (default: all available).
     quick : bool
@@ -166,15 +171,19 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
         Also fit and score the density estimator.
     cv_elements : sequence of int, optional
         Velocity-axis elements tried by the cross-validation (default: the estimator's own list).
+    max_tracks : int, optional
+        Keep only the first ``max_tracks`` tracks of every set (a pipeline check, not a measurement).
     """
     from ._report import write_report
 
     data_dir = locate_data(data)
-    if data_dir is None:
-        raise FpirlInputError(f"no real-data folder found: pass --data DIR or set ${DATA_ENV}")
     specs = available_sets(data_dir, sets)
+    if data_dir is None:
+        print(f"fpirl benchmark realdata: no real-data folder (--data DIR or ${DATA_ENV}); running the set shipped "
+              f"with fpirl ({', '.join(s.name for s in specs) or 'none of those asked for'})")
     if not specs:
-        raise FpirlInputError(f"no known track set in {str(data_dir)!r} (expected e.g. {TRACK_SETS[0].file})")
+        where = "the shipped sets" if data_dir is None else repr(str(data_dir))
+        raise FpirlInputError(f"no known track set in {where} (expected e.g. {TRACK_SETS[0].file})")
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     bar = None
@@ -188,7 +197,7 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
         for spec in specs:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # bounds/margin notes of the readers
-                rows.append(run_set(spec, data_dir, out, quick, bar, density, cv_elements))
+                rows.append(run_set(spec, data_dir, out, quick, bar, density, cv_elements, max_tracks))
     finally:
         if bar is not None:
             bar.close()
