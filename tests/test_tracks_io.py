@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -200,3 +201,33 @@ def test_dataframe_reads_like_its_csv(tmp_path, walk):
     bad.loc[3, "x"] = "oops"
     with pytest.raises(FpirlInputError, match="non-numeric value 'oops' at row 4"):
         read_tracks(bad, **kw)
+
+
+def _walk_with_outliers(rng, n=15, frames=120, sigma=0.1, dt=1.0):
+    """Persistent-free random walks (velocity sd sigma) with three one-frame tracker glitches of 100 sigma."""
+    pos = np.cumsum(rng.normal(0, sigma * dt, (frames, n, 2)), axis=0)
+    for k, (f, i) in enumerate([(50, 3), (100, 7), (80, 12)]):
+        pos[f, i, k % 2] += 100 * sigma * dt
+    return _long_table(pos, dt)
+
+
+def test_default_box_ignores_outlier_steps_but_evaluate_scores_them(tmp_path, rng, cli):
+    """Outlier steps do not stretch the default box (at most about +-4.6 sd plus 5%), they are dropped
+    from the fit with a warning, and ``fpirl evaluate`` still scores every held-out transition."""
+    df = _walk_with_outliers(rng)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    kw = dict(track="agent", time="frame_time", state="x,y", action="velocity")
+    with pytest.warns(UserWarning, match=r"beyond the default box .* not used in the fit"):
+        robust = read_tracks(tmp_path / "t.csv", **kw)
+    full = read_tracks(tmp_path / "t.csv", robust_box=False, **kw)
+    assert np.all(full.upper[2:] > 9.0)  # the glitches: +10 then back
+    assert np.all(robust.upper[2:] < 6 * 0.1) and np.all(robust.lower[2:] > -6 * 0.1)
+    assert np.all(robust.upper[2:] > 2.5 * 0.1)  # the largest of ~1800 normal velocities is ~3.4 sd
+    assert full.n_obs == 15 * 119 and robust.n_obs < full.n_obs
+    proc = cli("fit", tmp_path / "t.csv", "-o", tmp_path / "r.nc", "--track", "agent", "--time", "frame_time",
+               "--state", "x,y", "--action", "velocity", "--hermite-elements", "1,1,2,2", "--ridge", "0.01",
+               "--uncertainty", "none", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("evaluate", tmp_path / "r.nc", tmp_path / "t.csv", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["transitions"] == 15 * (120 - 2)  # every run of three frames

@@ -33,7 +33,7 @@ def _read_with_result(ds, path, states_only: bool = False):
         keep = list(grid.state_axes) if action is None else range(grid.ndim)
         bounds = [(grid.lower[i], grid.upper[i]) for i in keep]
     return read_tracks(path, track=cols["track"], time=cols["time"], state=cols["state"], action=action,
-                       boundary=boundary, bounds=bounds, stride=stride)
+                       boundary=boundary, bounds=bounds, stride=stride, robust_box=False)
 
 
 def cmd_simulate_tracks(args) -> int:
@@ -68,7 +68,7 @@ def _read_plain(path, args):
     state = args.state or (",".join(header[2:]) if len(header) > 2 else None)
     if not (track and time and state):
         raise FpirlInputError("give --track, --time and --state (or --result RESULT.nc) to read the tables")
-    return read_tracks(path, track=track, time=time, state=state)
+    return read_tracks(path, track=track, time=time, state=state, robust_box=False)
 
 
 def cmd_compare_tracks(args) -> int:

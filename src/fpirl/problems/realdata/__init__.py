@@ -59,10 +59,13 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
 
     folder = out / spec.name
     folder.mkdir(parents=True, exist_ok=True)
-    table, csv = read_set(spec, data_dir, out / "data")
+    # held-out tracks keep every row (all are scored); the training tracks get the default robust box
+    table, csv = read_set(spec, data_dir, out / "data", robust_box=False)
     if max_tracks is not None and max_tracks < table.n_tracks:
         table = table.select_tracks(np.arange(int(max_tracks)))
     train, test = table.split_tracks(TRAIN_FRACTION, SEED)
+    robust, _ = read_set(spec, data_dir, out / "data")
+    train = robust.select_tracks(np.flatnonzero(np.isin(robust.track_ids, train.track_ids)))
     base = fit_baselines(train, "velocity")
 
     if cv_elements is None and quick:
@@ -119,7 +122,7 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         observed.append(test.values[rows][:, S])
         starts.append(test.values[rows[0]])
         lengths.append(rows.size)
-    sim = simulate_tracks(est, np.asarray(starts), max(lengths) - 1, train.dt, table.lower, table.upper, rng)
+    sim = simulate_tracks(est, np.asarray(starts), max(lengths) - 1, train.dt, train.lower, train.upper, rng)
     simulated = [sim[:n, i] for i, n in enumerate(lengths)]
     fig = set_figure(folder / "figure.png", spec.name, est.grid_, maps, observed, simulated, spec.units)
     from ...plotting.tracks import plot_track_comparison

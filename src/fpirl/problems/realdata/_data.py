@@ -106,12 +106,13 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
     return out
 
 
-def read_set(spec: TrackSet, data_dir: Path, work_dir: Path):
-    """The set as a :class:`~fpirl.tracks.TrackTable` (position states, velocity actions, reflecting)
-    and the CSV it was read from."""
+def read_set(spec: TrackSet, data_dir: Path, work_dir: Path, robust_box: bool = True):
+    """The set as a :class:`~fpirl.tracks.TrackTable` (position states, velocity actions, reflecting;
+    the default box of :func:`~fpirl.tracks.reading.read_tracks`, or every row with
+    ``robust_box=False``) and the CSV it was read from."""
     from ...tracks.reading import read_tracks
 
     path = table_csv(spec, data_dir, work_dir)
     table = read_tracks(path, track=spec.track, time=spec.time, state=list(spec.state), action="velocity",
-                        boundary="reflecting")
+                        boundary="reflecting", robust_box=robust_box)
     return table, path

@@ -137,12 +137,13 @@ def track_check(est, test: TrackTable, rng, max_lag: int | None = None):
     seg = test.segment
     first = np.flatnonzero(np.diff(seg, prepend=-1) != 0)
     lengths = np.bincount(seg)[seg[first]]
-    sim = simulate_tracks(est, test.values[first], int(lengths.max()) - 1, test.dt, test.lower, test.upper, rng)
+    box_lo, box_hi = est.grid_.lower, est.grid_.upper  # the fitted box (the drift is clipped to it)
+    sim = simulate_tracks(est, test.values[first], int(lengths.max()) - 1, test.dt, box_lo, box_hi, rng)
     keep = np.arange(sim.shape[0])[None, :] < lengths[:, None]  # (n_segments, frames)
     paths = sim.transpose(1, 0, 2)[keep]
     ids = np.broadcast_to(np.arange(first.size)[:, None], keep.shape)[keep]
     times = np.broadcast_to(test.dt * np.arange(sim.shape[0])[None, :], keep.shape)[keep]
-    box = (test.lower[S], test.upper[S])
+    box = (np.minimum(test.lower, box_lo)[S], np.maximum(test.upper, box_hi)[S])
     names, roles = tuple(test.names[i] for i in S), ("state",) * len(S)
     observed = TrackTable(test.values[:, S], seg, test.track, test.time, test.dt, names, roles, *box)
     simulated = TrackTable(paths, ids, ids, times, test.dt, names, roles, *box)
