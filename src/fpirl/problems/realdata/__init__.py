@@ -106,6 +106,10 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
              "estimator": "increments", **{k: v for k, v in est.result_extra().items()}, "table_track": spec.track,
              "table_time": spec.time, "table_state": ",".join(spec.state), "table_action": "velocity",
              "table_stride": int(src.get("stride", 1))}
+    from ...mdp.support import support_extra
+
+    support, policy_summary = support_extra(est.grid_, train.values, mdp, warn=False)
+    extra.update(support)
     write_result(folder / "result.nc", result_dataset(est, mdp=mdp, dt=train.dt, gamma=mdp.gamma, extra=extra))
     for part, name in ((train, "train.csv"), (test, "test.csv")):
         _subset_csv(csv, spec, part.track_ids, folder / name)
@@ -151,6 +155,8 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         "mobility_time": mobility_time,
         "se_mobility_vs_prw": score.difference_se("fpirl_mobility", "persistent_random_walk"),
         "track_check": tracks_summary, "track_figure": f"{spec.name}/{tracks_fig.name}",
+        "policy_mode": policy_summary.mode, "policy_mean": policy_summary.mean,
+        "policy_outside": policy_summary.mass_outside,
     }
 
 

@@ -168,6 +168,11 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
         lines += [f"### {r['set']}: {r['what']}", "",
                   f"Units: {r['units']}; dt = {r['dt']:g}. Fitted beta = {r['beta']:.4g}. "
                   f"Baselines: D = {r['D']:.4g}, PRW alpha = {r['alpha']:.3f}, sigma = {r['sigma']:.4g}.", "",
+                  *([f"Policy averaged over the observed positions, within the training data's support: mode velocity "
+                     f"({', '.join(f'{v:.3g}' for v in r['policy_mode'])}), mean "
+                     f"({', '.join(f'{v:.3g}' for v in r['policy_mean'])}); "
+                     f"{100 * r['policy_outside']:.1f}% of its mass lies at velocities without data.", ""]
+                    if "policy_mode" in r else []),
                   "Cross-validated candidates (mean log-likelihood on held-out folds of the training tracks):", ""]
         lines += [f"- {k}: {v:.4f}" + ("  **(chosen)**" if k == r["chosen"] else "") for k, v in r["cv"].items()]
         lines += ["", f"Mobility (on {r['mobility_base']}), CV log-likelihood by degree of log g: "
