@@ -127,15 +127,29 @@ def _outer_ticks(ax, grid: Grid, outer, inner, gap=1, max_ticks=6):
         for j in range(1, shape[outer[1]]):
             ax.axhline(j - 0.5, color="white", linewidth=0.8)
     names = grid.names
-    inner_txt = ", ".join(names[i] for i in inner)
-    ax.set_xlabel(f"{names[outer[0]]} (outer)  |  inner: {inner_txt}")
+    arrows = ("\u2192", "\u2191")  # inner axes: first left to right, second bottom to top
+    inner_txt = ", ".join(f"{names[i]} {arrows[k]} [{grid.lower[i]:.3g}, {grid.upper[i]:.3g}]"
+                          for k, i in enumerate(inner))
+    ax.set_xlabel(f"{names[outer[0]]} (outer)  |  inner: {inner_txt}", fontsize=8)
     ax.set_ylabel(f"{names[outer[1]]} (outer)")
 
 
 # --------------------------------------------------------------------------------------------
 # drawing one field on one axes
 # --------------------------------------------------------------------------------------------
-def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis", label=None, vlim=None):
+def _grey_out(ax, image, extent=None) -> None:
+    """Overlay grey where ``image`` (1 = no data, 0 = data, NaN = gap) is 1."""
+    from matplotlib.colors import ListedColormap
+
+    shade = np.where(np.asarray(image) == 1, 1.0, np.nan)
+    kw = {"extent": extent} if extent is not None else {}
+    ax.imshow(shade, origin="lower", aspect="auto", cmap=ListedColormap(["0.55"]), alpha=0.75,
+              interpolation="nearest", vmin=0, vmax=1, **kw)
+
+
+def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis", label=None, vlim=None,
+                no_data=None):
+    """One field on one axes; ``no_data`` (bool, grid shape, optional): nodes without data, greyed out."""
     values = np.asarray(values, dtype=float)
     if values.shape != grid.shape:
         raise FpirlInputError(f"{title}: values have shape {values.shape}, expected {grid.shape}")
@@ -159,6 +173,8 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
             a1.nodes[-1] + a1.spacing / 2,
         ]
         im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, **kw)
+        if no_data is not None and np.any(no_data):
+            _grey_out(ax, np.asarray(no_data, dtype=float).T, ext)
         ax.set_xlabel(f"{a0.name} ({a0.role})")
         ax.set_ylabel(f"{a1.name} ({a1.role})")
         fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
@@ -166,6 +182,8 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
         outer, inner = nested_grid_layout(grid)
         image = nested_grid_image(values, grid)
         im = ax.imshow(image, origin="lower", aspect="auto", cmap=cmap, interpolation="nearest", **kw)
+        if no_data is not None and np.any(no_data):
+            _grey_out(ax, nested_grid_image(np.asarray(no_data, dtype=float), grid))
         _outer_ticks(ax, grid, outer, inner)
         fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
     else:
@@ -324,25 +342,116 @@ def _draw_band(ax, result, key: str, grid: Grid) -> None:
     ax.legend(fontsize=7)
 
 
+def _draw_action_map(fig: Figure, ax, coords, names, values, title: str, cmap="viridis", support=None, mode=None,
+                     mean=None, nodal: bool = False) -> None:
+    """A function of the action(s) alone: a line (one axis) or a heatmap with labelled, ticked axes
+    (two); the region without data greyed out (``support`` False) and the policy's mode and mean marked."""
+    values = np.asarray(values, dtype=float)
+    within = " (within the data)" if support is not None else ""
+    if len(coords) == 1:
+        x = coords[0]
+        ax.plot(x, values, color="k")
+        if support is not None and not np.all(support):
+            ax.fill_between(x, 0, 1, where=~np.asarray(support), transform=ax.get_xaxis_transform(), color="0.6",
+                            alpha=0.5, linewidth=0, label="no data")
+        for point, marker, label in ((mode, "v", "mode" + within), (mean, "|", "mean" + within)):
+            if point is not None:
+                ax.axvline(point[0], color="C3" if marker == "v" else "C0", ls="--", lw=1, label=label)
+        ax.set_xlabel(names[0])
+        ax.set_xlim(x[0], x[-1])
+        if support is not None or mode is not None:
+            ax.legend(fontsize=7)
+    else:
+        c0, c1 = coords
+        h0 = (c0[1] - c0[0]) / 2 if nodal else 0.0
+        h1 = (c1[1] - c1[0]) / 2 if nodal else 0.0
+        ext = [c0[0] - h0, c0[-1] + h0, c1[0] - h1, c1[-1] + h1]
+        vlim = robust_range(values)
+        im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, vmin=vlim[0], vmax=vlim[1],
+                       interpolation="nearest" if nodal else "antialiased")
+        if support is not None and not np.all(support):
+            _grey_out(ax, (~np.asarray(support)).astype(float).T, ext)
+            ax.contour(c0, c1, np.asarray(support, dtype=float).T, levels=[0.5], colors="w", linewidths=0.8)
+        for point, marker, label in ((mode, "x", "mode" + within), (mean, "+", "mean" + within)):
+            if point is not None:
+                ax.plot([point[0]], [point[1]], marker, color="cyan", ms=9, mew=2, label=label)
+        if mode is not None or mean is not None:
+            ax.legend(fontsize=7, loc="upper right")
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(names[1])
+        fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
+    ax.set_title(title, fontsize=10)
+
+
+def _policy_title(maps, averaged: bool) -> str:
+    where = "grey: no data; " if maps["support"] is not None else ""
+    over = "averaged over the observed states, " if averaged else ""
+    return f"policy $\\pi(a\\,|\\,s)$ over the actions\n({over}{where}fine evaluation of $\\psi$)"
+
+
+def _plot_action_result(result, grid: Grid, maps: dict, path) -> Path:
+    """psi independent of the state: potential, policy and reward drawn once, as maps over the actions."""
+    names, coords = maps["names"], maps["coords"]
+    panels = [("potential", "potential $\\psi(a)$ (zero minimum)", maps["potential"], coords, "viridis", False),
+              ("policy", _policy_title(maps, False), maps["policy"], coords, "magma", False)]
+    if "reward" in maps:
+        panels.append(("reward", "reward $R(a)$ (nodes)", maps["reward"], maps["reward_coords"], "coolwarm", True))
+    has_cv = "cv_score" in result.data_vars
+    n_panels = len(panels) + int(has_cv)
+    ncols = 2 if n_panels > 1 else 1
+    nrows = int(np.ceil(n_panels / ncols))
+    fig = Figure(figsize=(5.6 * ncols, 4.4 * nrows), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
+    for ax, (key, title, values, c, cmap, nodal) in zip(axes, panels):
+        pol = key == "policy"
+        _draw_action_map(fig, ax, c, names, values, title, cmap, support=maps["support"] if key != "reward" else None,
+                         mode=maps["mode"] if pol else None, mean=maps["mean"] if pol else None, nodal=nodal)
+    if has_cv:
+        _draw_cv_curve(axes[len(panels)], result)
+    for ax in axes[n_panels:]:
+        ax.set_visible(False)
+    states = ", ".join(grid.names[i] for i in grid.state_axes)
+    sup = (f"fpirl result: psi does not depend on {states}, so it is drawn once, over {', '.join(names)}; "
+           f"beta = {float(result.attrs.get('beta', float('nan'))):.4g}")
+    fig.suptitle(sup, fontsize=9)
+    return _save(fig, path)
+
+
 def plot_result(result, path) -> Path:
     """Plot a result dataset: potential, policy and reward (whichever are present).
 
-    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes);
-    5-D and more: 2-D slices of the potential through its minimum (:mod:`fpirl.plotting.slices`).
-    The Q-value is not drawn separately (it is ``-psi``). With uncertainty variables
-    (``potential_std``, ``<field>_lower``/``_upper``): a 90% band in 1-D, otherwise a map of
-    ``potential_std`` as one more panel; beta's interval in the title.
+    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes,
+    their ranges in the axis label); 5-D and more: 2-D slices of the potential through its minimum
+    (:mod:`fpirl.plotting.slices`). With state and action axes the policy is also drawn as a map
+    over the actions (:func:`fpirl.mdp.maps.action_maps`: psi evaluated finely, averaged over the
+    observed states), and when psi does not depend on the state the figure shows the maps over the
+    actions once instead of one identical panel per state. Nodes without data (``data_support`` of
+    track fits) are greyed out; the policy's mode and mean are marked within the data. The Q-value
+    is not drawn separately (it is ``-psi``). With uncertainty variables (``potential_std``,
+    ``<field>_lower``/``_upper``): a 90% band in 1-D, otherwise a map of ``potential_std`` as one
+    more panel; beta's interval in the title.
     """
     grid = grid_from_dataset(result, "potential")
     if grid.ndim > 4:  # 5-D, 6-D: a corner plot of 2-D slices through the potential's minimum
         from .slices import plot_slices
 
         return plot_slices(result, path)
+    maps = None
+    if grid.ndim >= 2 and grid.state_axes and grid.action_axes:
+        from ..mdp.maps import action_maps
+
+        maps = action_maps(result)
+    if maps is not None and maps["constant"] and grid.ndim >= 3:
+        return _plot_action_result(result, grid, maps, path)
+    no_data = None
+    if "data_support" in result.data_vars:
+        no_data = np.asarray(result["data_support"].transpose(*grid.names).values) == 0
     panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
     if grid.ndim >= 2 and "potential_std" in result.data_vars:  # 1-D: a band on the potential instead
         panels.append(("potential_std", "posterior std of $\\psi$", "cividis"))
     has_cv = "cv_score" in result.data_vars  # track fits with automatic resolution
-    n_panels = len(panels) + int(has_cv)
+    has_map = maps is not None and grid.ndim >= 3 and "policy" in result.data_vars
+    n_panels = len(panels) + int(has_cv) + int(has_map)
     w, h = _panel_size(grid)
     ncols = min(2, n_panels) if grid.ndim >= 3 else n_panels
     nrows = int(np.ceil(n_panels / ncols))
@@ -350,15 +459,22 @@ def plot_result(result, path) -> Path:
     axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
     for ax, (key, title, cmap) in zip(axes, panels):
         values = np.asarray(result[key].transpose(*grid.names).values)
-        _draw_field(fig, ax, grid, values, title, cmap=cmap)
+        _draw_field(fig, ax, grid, values, title, cmap=cmap, no_data=no_data)
         if grid.ndim == 1:
             _draw_band(ax, result, key, grid)
+    k = len(panels)
+    if has_map:
+        _draw_action_map(fig, axes[k], maps["coords"], maps["names"], maps["policy"], _policy_title(maps, True),
+                         "magma", support=maps["support"], mode=maps["mode"], mean=maps["mean"])
+        k += 1
     if has_cv:
-        _draw_cv_curve(axes[len(panels)], result)
+        _draw_cv_curve(axes[k], result)
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     beta = result.attrs.get("beta")
     sup = f"fpirl result: {grid!r}"
+    if len(sup) > 120:  # long grid descriptions: one line per axis group
+        sup = sup.replace("], ", "],\n", 1)
     if beta is not None:
         sup += f", beta = {float(beta):.4g}"
         if "beta_lower" in result.attrs and "beta_upper" in result.attrs:
