@@ -43,7 +43,8 @@ def action_maps(result, n: int = 81, max_states: int = 400) -> dict | None:
     -------
     dict
         ``names`` (action axis names), ``coords`` (fine action coordinates per axis), ``policy``
-        (:math:`\\bar\\pi`, shape ``(n,)*d_a``), ``support`` (bool, same shape, or None), ``mode``
+        (:math:`\\bar\\pi`, shape ``(n,)*d_a``), ``support`` (bool, same shape, or None; on the
+        action nodes: ``node_support``), ``mode``
         and ``mean`` (within the support when there is one), ``constant`` (psi independent of the
         state), and when ``constant``: ``potential`` (fine, zero minimum) and ``reward`` with its
         ``reward_coords`` (nodal, averaged over the state nodes). None also when the result
@@ -91,17 +92,24 @@ def action_maps(result, n: int = 81, max_states: int = 400) -> dict | None:
     pbar = (weights[:, None] * pi).sum(0) / weights.sum()
     shape = (n,) * len(A)
     out = {"names": [grid.names[i] for i in A], "coords": fine, "policy": pbar.reshape(shape), "constant": constant,
-           "support": None}
+           "support": None, "node_support": None}
     inside = np.ones(act.shape[0], dtype=bool)
     if "data_support" in result.data_vars and density is not None:
         from .support import _mask
 
-        n_obs = float(result.attrs.get("table_observations", 0)) or 1.0
-        node_supp = _mask(mass.sum(axis=tuple(S)) * n_obs)  # the data's action marginal, as in support.py
+        n_obs = float(result.attrs.get("data_observations", 0))
+        if n_obs > 0:  # the data's action marginal, the rule of fpirl.mdp.support
+            node_supp = _mask(mass.sum(axis=tuple(S)) * n_obs)
+        else:  # an action node where any state node has data
+            joint = np.asarray(result["data_support"].transpose(*grid.names).values) > 0
+            node_supp = joint.any(axis=tuple(S))
         idx = [np.clip(np.rint((act[:, k] - grid.lower[i]) / grid.spacing[i]).astype(int), 0, grid.shape[i] - 1)
                for k, i in enumerate(A)]
         inside = node_supp[tuple(idx)]
         out["support"] = inside.reshape(shape)
+        out["node_support"] = node_supp
+        if not inside.any():  # no support recorded: summarise the whole box
+            inside = np.ones(act.shape[0], dtype=bool)
     masked = np.where(inside, pbar, -np.inf)
     out["mode"] = act[int(np.argmax(masked))]
     w_in = pbar * quad * inside

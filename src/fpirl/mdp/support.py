@@ -114,7 +114,8 @@ def policy_summary(grid: Grid, policy, density, n_obs: int) -> PolicySummary:
 def support_extra(grid: Grid, points, mdp=None, warn: bool = True) -> tuple[dict, PolicySummary | None]:
     """Result variables and attrs of the data support (docs/formats.md) and the policy summary.
 
-    Returns ``(extra, summary)``: ``data_density`` and ``data_support`` variables; with an MDP the
+    Returns ``(extra, summary)``: ``data_density`` and ``data_support`` variables and the attr
+    ``data_observations`` (the number of observations behind them); with an MDP the
     attrs ``policy_mode``, ``policy_mean_action``, ``policy_mass_outside_support``. Warns (when
     ``warn``) if the policy's mass outside the support exceeds :data:`OUTSIDE_WARNING`.
     """
@@ -127,6 +128,7 @@ def support_extra(grid: Grid, points, mdp=None, warn: bool = True) -> tuple[dict
             "long_name": "density of the fitted observations (cloud-in-cell on the nodes, integrates to 1)"}),
         "data_support": xr.DataArray(mask.astype(np.int8), dims=dims, attrs={
             "long_name": "1 where the data are (node mass >= 1 observation and >= 1e-3 of the largest), else 0"}),
+        "data_observations": int(len(points)),
     }
     if mdp is None or not (grid.state_axes and grid.action_axes):
         return extra, None

@@ -371,7 +371,8 @@ def _draw_action_map(fig: Figure, ax, coords, names, values, title: str, cmap="v
                        interpolation="nearest" if nodal else "antialiased")
         if support is not None and not np.all(support):
             _grey_out(ax, (~np.asarray(support)).astype(float).T, ext)
-            ax.contour(c0, c1, np.asarray(support, dtype=float).T, levels=[0.5], colors="w", linewidths=0.8)
+            if not nodal:  # outline of the support on fine maps (nodal maps: the grey pixels say it)
+                ax.contour(c0, c1, np.asarray(support, dtype=float).T, levels=[0.5], colors="w", linewidths=0.8)
         for point, marker, label in ((mode, "x", "mode" + within), (mean, "+", "mean" + within)):
             if point is not None:
                 ax.plot([point[0]], [point[1]], marker, color="cyan", ms=9, mew=2, label=label)
@@ -404,7 +405,8 @@ def _plot_action_result(result, grid: Grid, maps: dict, path) -> Path:
     axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
     for ax, (key, title, values, c, cmap, nodal) in zip(axes, panels):
         pol = key == "policy"
-        _draw_action_map(fig, ax, c, names, values, title, cmap, support=maps["support"] if key != "reward" else None,
+        _draw_action_map(fig, ax, c, names, values, title, cmap,
+                         support=maps["support"] if key != "reward" else maps["node_support"],
                          mode=maps["mode"] if pol else None, mean=maps["mean"] if pol else None, nodal=nodal)
     if has_cv:
         _draw_cv_curve(axes[len(panels)], result)

@@ -114,7 +114,7 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     for part, name in ((train, "train.csv"), (test, "test.csv")):
         _subset_csv(csv, spec, part.track_ids, folder / name)
 
-    maps = arena_maps(est, mdp, est.grid_)
+    maps = arena_maps(est, mdp, est.grid_, action_support=policy_summary.action_support)
     rng = np.random.default_rng(SEED)
     show = rng.permutation(test.n_tracks)[: min(30, test.n_tracks)]
     observed, starts, lengths = [], [], []

@@ -91,12 +91,14 @@ def timed_fit(est, table):
 # --------------------------------------------------------------------------------------------
 # arrays behind the figures (numerics stay out of the report code)
 # --------------------------------------------------------------------------------------------
-def arena_maps(est, mdp, grid) -> dict:
+def arena_maps(est, mdp, grid, action_support=None) -> dict:
     r"""Functions of position on the state nodes of ``grid``.
 
     * ``free_energy``: the potential marginalised over velocity,
       :math:`F(s) = -\beta^{-1}\log\int_A e^{-\beta\psi(s,a)}\,da` (zero minimum);
     * ``mean_velocity``: :math:`E_\pi[a\,|\,s] = \int_A a\,\pi(a|s)\,da`, shape ``(d_a, *state_shape)``;
+      with ``action_support`` (bool over the action nodes, :mod:`fpirl.mdp.support`) the mean within
+      it, :math:`\int_{supp} a\,\pi\,da / \int_{supp} \pi\,da`;
     * ``mean_reward``: :math:`\int_A \pi(a|s) R(s,a)\,da`;
     * ``reward_of_velocity``: R averaged uniformly over the arena, as a function of the velocity.
     """
@@ -111,7 +113,14 @@ def arena_maps(est, mdp, grid) -> dict:
     out = {"free_energy": np.where(free < 1e-9 / beta, 0.0, free)}  # round-off of a flat F is 0
     if mdp is not None:
         mesh = np.meshgrid(*grid.coords, indexing="ij")
-        out["mean_velocity"] = np.stack([grid.integrate(mdp.policy * mesh[a], axes=A) for a in A])
+        pol = mdp.policy
+        if action_support is not None:
+            shape = [1] * grid.ndim
+            for a in A:
+                shape[a] = grid.shape[a]
+            pol = pol * np.asarray(action_support, dtype=float).reshape(shape)
+            pol = pol / np.maximum(grid.integrate(pol, axes=A), 1e-300)[(...,) + (None,) * len(A)]
+        out["mean_velocity"] = np.stack([grid.integrate(pol * mesh[a], axes=A) for a in A])
         out["mean_reward"] = grid.integrate(mdp.policy * mdp.reward, axes=A)
         vol = np.prod([grid.upper[i] - grid.lower[i] for i in S])
         out["reward_of_velocity"] = grid.integrate(mdp.reward, axes=S) / vol
