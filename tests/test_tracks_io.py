@@ -212,7 +212,7 @@ def _walk_with_outliers(rng, n=15, frames=120, sigma=0.1, dt=1.0):
 
 
 def test_default_box_ignores_outlier_steps_but_evaluate_scores_them(tmp_path, rng, cli):
-    """Outlier steps do not stretch the default box (at most about +-4.6 sd plus 5%), they are dropped
+    """Outlier steps do not stretch the default box (the data's own range here, far below the glitches), they are dropped
     from the fit with a warning, and ``fpirl evaluate`` still scores every held-out transition."""
     df = _walk_with_outliers(rng)
     df.to_csv(tmp_path / "t.csv", index=False)

@@ -18,11 +18,11 @@ columns. The rules (also in docs/formats.md):
   are dropped with a warning giving the count; a dropped row splits its track like a missing frame.
   Without bounds the box comes from robust limits of the data (``robust_box=True``, default): per
   axis, with the quantiles ``q_lo = Q(0.1%)``, ``q_hi = Q(99.9%)`` and ``S = q_hi - q_lo``, the
-  data range clipped to ``[q_lo - S/4, q_hi + S/4]``, then widened by ``margin`` (default 5%) of
+  data range clipped to ``[q_lo - S/2, q_hi + S/2]``, then widened by ``margin`` (default 5%) of
   that span on each side. A few outlier steps of a tracker (fewer than 0.1% of the rows, far out)
   thus do not stretch the box; they are dropped with a warning giving their count, like rows
-  outside given bounds (for Gaussian data the limits lie 4.6 standard deviations out: about 4 rows
-  in a million are dropped). ``robust_box=False`` keeps every row (box = full data range plus the
+  outside given bounds (for Gaussian data the limits lie 6.2 standard deviations out, so nothing
+  is dropped; fast but genuine movers, e.g. the walkers among waiting pedestrians, stay in). ``robust_box=False`` keeps every row (box = full data range plus the
   margin); ``fpirl evaluate`` reads held-out tracks so, and every held-out point is scored. A
   periodic box needs explicit bounds (its period cannot
   be inferred from data). On periodic axes a value equal to ``hi`` is the same point as ``lo``.
@@ -54,11 +54,11 @@ DEFAULT_TIME_TOLERANCE = 0.01
 #: the default (robust) box: quantiles ROBUST_QUANTILE and 1 - ROBUST_QUANTILE, extended by
 #: ROBUST_EXTENSION of their distance on each side (module docstring)
 ROBUST_QUANTILE = 0.001
-ROBUST_EXTENSION = 0.25
+ROBUST_EXTENSION = 0.5
 
 
 def robust_limits(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per column, the data range clipped to ``[q_lo - S/4, q_hi + S/4]`` with ``q_lo, q_hi`` the
+    """Per column, the data range clipped to ``[q_lo - S/2, q_hi + S/2]`` with ``q_lo, q_hi`` the
     0.1% and 99.9% quantiles and ``S = q_hi - q_lo``: the default box before its margin."""
     q_lo, q_hi = np.quantile(x, [ROBUST_QUANTILE, 1 - ROBUST_QUANTILE], axis=0)
     ext = ROBUST_EXTENSION * (q_hi - q_lo)
@@ -350,7 +350,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
             axes = ", ".join(n for n, a in zip(names, beyond.any(axis=0)) if a)
             codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
             warnings.warn(f"{trimmed} of {n_obs} observations lie beyond the default box (the 0.1%-99.9% quantile "
-                          f"range widened by a quarter on each side; axes {axes}) and are not used in the fit "
+                          f"range widened by half of it on each side; axes {axes}) and are not used in the fit "
                           "(each splits its track); give --bounds to keep them (held-out evaluation scores them "
                           "anyway)", stacklevel=2)
     if dropped:

@@ -171,7 +171,9 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
                   *([f"Policy averaged over the observed positions, within the training data's support: mode velocity "
                      f"({', '.join(f'{v:.3g}' for v in r['policy_mode'])}), mean "
                      f"({', '.join(f'{v:.3g}' for v in r['policy_mean'])}); "
-                     f"{100 * r['policy_outside']:.1f}% of its mass lies at velocities without data.", ""]
+                     f"{100 * r['policy_outside']:.1f}% of its mass lies at velocities without data"
+                     + (" (**most of the policy is an extrapolation**: read the mode and mean only as the best "
+                        "supported velocity)." if r["policy_outside"] > 0.5 else "."), ""]
                     if "policy_mode" in r else []),
                   "Cross-validated candidates (mean log-likelihood on held-out folds of the training tracks):", ""]
         lines += [f"- {k}: {v:.4f}" + ("  **(chosen)**" if k == r["chosen"] else "") for k, v in r["cv"].items()]
