@@ -287,8 +287,14 @@ def _fit_table(args, out) -> int:
     extra.update(diagnostics)
     from ..mdp.support import support_extra  # where the data are; policy summaries only there
 
-    support, policy_summary = support_extra(est.grid_, tracks.values, mdp)
-    extra.update(support)
+    try:
+        support, policy_summary = support_extra(est.grid_, tracks.values, mdp)
+        extra.update(support)
+    except FpirlInputError as exc:  # e.g. a grid that does not hold the observations: the fit stands
+        import warnings
+
+        warnings.warn(f"data support not stored ({exc})", stacklevel=2)
+        policy_summary = None
     from ..uncertainty import fit_uncertainty
 
     extra.update(fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
