@@ -89,3 +89,21 @@ def test_mobility_generalisation_recovers_a_known_mobility():
     v = test.values[:, 2:]
     err = fitted.space_.gradient(fitted.coef_, v) - 2 * v
     assert np.sqrt(np.mean(err**2) / np.mean((2 * v) ** 2)) < 0.2
+
+
+def test_shipped_corridor_set_runs_without_a_data_folder(tmp_path, monkeypatch):
+    """The corridor set ships with the package (with its provenance and licence), so the benchmark
+    runs from a fresh clone; a cheap part of it here (12 tracks, one CV resolution, no density fit)."""
+    from fpirl.problems.realdata._data import SHIPPED_DIR, available_sets
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "nowhere"))
+    assert locate_data() is None
+    assert [s.name for s in available_sets(None)] == ["corridor"]
+    assert (SHIPPED_DIR / "corridor_uni_500_01.csv").stat().st_size < 1_000_000
+    note = (SHIPPED_DIR / "PROVENANCE.md").read_text()
+    assert "MIT" in note and "Attribution 4.0" in note and "8179b4b39e7c1e09eeb6b7d0f4e41f66e98cd6e4" in note
+    report = run_realdata(tmp_path / "out", sets=["corridor"], quick=True, progress=False, density=False,
+                          cv_elements=(2,), max_tracks=12)
+    text = report.read_text()
+    assert "| corridor | 8/4 |" in text and "## Track-level checks" in text
+    assert (tmp_path / "out" / "corridor" / "tracks.png").stat().st_size > 10_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -180,3 +181,53 @@ def test_empty_and_unknown_files(tmp_path):
         read_tracks(tmp_path / "missing.csv", track="id", time="t", state="x")
     with pytest.raises(FpirlInputError, match=".csv or .parquet"):
         read_tracks(tmp_path / "x.txt", track="id", time="t", state="x")
+
+
+def test_dataframe_reads_like_its_csv(tmp_path, walk):
+    """A DataFrame gives the same table as the CSV written from it (velocity actions, string ids)."""
+    df = _long_table(walk, DT, ids=[f"cell{k}" for k in range(walk.shape[1])])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    kw = dict(track="agent", time="frame_time", state="x,y", action="velocity")
+    a = read_tracks(tmp_path / "t.csv", **kw)
+    b = read_tracks(df, **kw)
+    np.testing.assert_array_equal(a.values, b.values)
+    np.testing.assert_array_equal(a.segment, b.segment)
+    np.testing.assert_array_equal(a.track_ids, b.track_ids)
+    assert a.dt == b.dt and a.names == b.names
+    np.testing.assert_allclose(b.lower, a.lower)
+    with pytest.raises(FpirlInputError, match="no column 'z'"):
+        read_tracks(df, track="agent", time="frame_time", state="x,z")
+    bad = df.astype({"x": object})
+    bad.loc[3, "x"] = "oops"
+    with pytest.raises(FpirlInputError, match="non-numeric value 'oops' at row 4"):
+        read_tracks(bad, **kw)
+
+
+def _walk_with_outliers(rng, n=15, frames=120, sigma=0.1, dt=1.0):
+    """Persistent-free random walks (velocity sd sigma) with three one-frame tracker glitches of 100 sigma."""
+    pos = np.cumsum(rng.normal(0, sigma * dt, (frames, n, 2)), axis=0)
+    for k, (f, i) in enumerate([(50, 3), (100, 7), (80, 12)]):
+        pos[f, i, k % 2] += 100 * sigma * dt
+    return _long_table(pos, dt)
+
+
+def test_default_box_ignores_outlier_steps_but_evaluate_scores_them(tmp_path, rng, cli):
+    """Outlier steps do not stretch the default box (the data's own range here, far below the glitches), they are dropped
+    from the fit with a warning, and ``fpirl evaluate`` still scores every held-out transition."""
+    df = _walk_with_outliers(rng)
+    df.to_csv(tmp_path / "t.csv", index=False)
+    kw = dict(track="agent", time="frame_time", state="x,y", action="velocity")
+    with pytest.warns(UserWarning, match=r"beyond the default box .* not used in the fit"):
+        robust = read_tracks(tmp_path / "t.csv", **kw)
+    full = read_tracks(tmp_path / "t.csv", robust_box=False, **kw)
+    assert np.all(full.upper[2:] > 9.0)  # the glitches: +10 then back
+    assert np.all(robust.upper[2:] < 6 * 0.1) and np.all(robust.lower[2:] > -6 * 0.1)
+    assert np.all(robust.upper[2:] > 2.5 * 0.1)  # the largest of ~1800 normal velocities is ~3.4 sd
+    assert full.n_obs == 15 * 119 and robust.n_obs < full.n_obs
+    proc = cli("fit", tmp_path / "t.csv", "-o", tmp_path / "r.nc", "--track", "agent", "--time", "frame_time",
+               "--state", "x,y", "--action", "velocity", "--hermite-elements", "1,1,2,2", "--ridge", "0.01",
+               "--uncertainty", "none", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("evaluate", tmp_path / "r.nc", tmp_path / "t.csv", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["transitions"] == 15 * (120 - 2)  # every run of three frames

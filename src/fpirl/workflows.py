@@ -15,6 +15,9 @@ from .mdp.recovery import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
 from .evaluation.metrics import kl_divergence
 from .forward.markov import mdp_density_map
 from .forward import simulate_density
+import pandas as pd
+from .forward.markov import sample_sde
+from .forward.track_paths import sample_velocity_tracks
 
 MODELS = ("mdp", "fp")
 
@@ -117,3 +120,92 @@ def kl_reference(data: DensitySnapshots) -> float:
     """
     p = data.normalized().values
     return float(kl_divergence(p[-1], p[0], data.grid))
+
+
+# --------------------------------------------------------------------------------------------
+# tracks from a result fitted on a track table (``fpirl simulate --tracks``)
+# --------------------------------------------------------------------------------------------
+def result_table_columns(attrs) -> dict:
+    """``{track, time, state: [...], action: 'velocity' | [...] | None}`` recorded by ``fpirl fit`` on a table."""
+    keys = {"track": "table_track", "time": "table_time", "state": "table_state", "action": "table_action"}
+    missing = [v for v in keys.values() if v not in attrs]
+    if missing:
+        raise FpirlInputError("the result was not fitted on a track table (no table columns in its attrs); "
+                              "simulate tracks needs one")
+    cols = {k: str(attrs[v]) for k, v in keys.items()}
+    cols["state"] = [c for c in cols["state"].split(",") if c]
+    act = cols["action"].strip()
+    cols["action"] = None if not act else ("velocity" if act == "velocity" else act.split(","))
+    return cols
+
+
+def _boltzmann_starts(model: FittedModel, n: int, rng) -> np.ndarray:
+    """``n`` points with density ``exp(-beta psi)`` on the FE nodes (node weights), jittered in a cell."""
+    grid = model.grid
+    psi = model.hermite.evaluate_grid(model.coef, grid.coords)
+    w = np.exp(-model.beta * (psi - psi.min())) * grid.node_weights()
+    idx = rng.choice(w.size, size=n, p=(w / w.sum()).ravel())
+    x = grid.mesh().reshape(-1, grid.ndim)[idx] + (rng.random((n, grid.ndim)) - 0.5) * grid.spacing
+    if grid.periodic:
+        return grid.lower + np.mod(x - grid.lower, grid.upper - grid.lower)
+    return np.clip(x, grid.lower, grid.upper)
+
+
+def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
+    r"""Sample ``n_tracks`` tracks of ``steps`` transitions from a result fitted on a track table.
+
+    Velocity actions: the kinematic model of :func:`fpirl.forward.track_paths.sample_velocity_tracks`
+    (what ``fpirl evaluate`` scores); otherwise the joint SDE :math:`dx = -\nabla\psi\,dt +
+    \sqrt{2/\beta}\,dW` (eq. ``SDE``) by :func:`fpirl.forward.markov.sample_sde`, both with the fitted
+    ``psi``, ``beta`` and ``dt``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result written by ``fpirl fit`` on a table (its ``table_*`` attrs name the columns).
+    n_tracks, steps : int
+    rng : int or numpy.random.Generator
+    start : TrackTable, optional
+        Observed tracks (same axes): the starts are the first observations of its segments, drawn
+        at random (without replacement while there are enough). Default: points of density
+        ``exp(-beta psi)`` on the result's grid.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Long format with the result's column names (track, time, states, explicit actions), so
+        ``read_tracks`` with the same columns reads it back. Velocity tracks get ``steps + 2``
+        positions (the first one, ``s_0 - a_0 dt``, carries the initial velocity).
+    """
+
+
+    if int(n_tracks) != n_tracks or n_tracks < 1 or int(steps) != steps or steps < 1:
+        raise FpirlInputError(f"need a positive number of tracks and steps, got {n_tracks} and {steps}")
+    rng = np.random.default_rng(rng)
+    cols = result_table_columns(ds.attrs)
+    model = model_from_result(ds)
+    grid = model.grid
+    if start is not None:
+        if tuple(start.names) != grid.names:
+            raise FpirlInputError(f"the start tracks have axes {', '.join(start.names)}, the result "
+                                  f"{', '.join(grid.names)}")
+        first = np.flatnonzero(np.diff(start.segment, prepend=-1) != 0)  # first row of every segment
+        x0 = start.values[rng.choice(first, size=int(n_tracks), replace=int(n_tracks) > first.size)]
+    else:
+        x0 = _boltzmann_starts(model, int(n_tracks), rng)
+    S = list(grid.state_axes)
+    if cols["action"] == "velocity":
+        pos = sample_velocity_tracks(model.gradient, model.beta, model.dt, x0, steps, grid.lower, grid.upper,
+                                     grid.boundary, rng)
+        first = x0[:, :len(S)] - x0[:, len(S):] * model.dt
+        if grid.periodic:
+            first = grid.lower[S] + np.mod(first - grid.lower[S], (grid.upper - grid.lower)[S])
+        paths, names = np.concatenate([first[None], pos]), cols["state"]
+    else:
+        paths = sample_sde(model.gradient, model.beta, x0, model.dt, steps, rng, grid.lower, grid.upper,
+                           grid.boundary)
+        names = cols["state"] + (cols["action"] or [])
+    frames, n, _ = paths.shape
+    data = {cols["track"]: np.tile(np.arange(n), frames), cols["time"]: np.repeat(model.dt * np.arange(frames), n)}
+    data.update({c: paths[..., k].ravel() for k, c in enumerate(names)})
+    return pd.DataFrame(data).sort_values([cols["track"], cols["time"]], kind="stable").reset_index(drop=True)

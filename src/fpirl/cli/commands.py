@@ -49,17 +49,34 @@ def cmd_demo(args) -> int:
 def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit'")
     p.add_argument("--steps", metavar="K", type=_positive_int, required=True, help="number of time steps of dt")
-    p.add_argument("--model", choices=("mdp", "fp"), default="mdp",
-                   help="MDP density map (eq. density_evolution) or the Fokker-Planck PDE (default mdp)")
+    p.add_argument("--model", choices=("mdp", "fp"), default=None,
+                   help="densities: MDP density map (eq. density_evolution) or the Fokker-Planck PDE (default mdp)")
     p.add_argument("--initial", metavar="DENSITY.nc",
                    help="density dataset whose first snapshot is the start (default: uniform states x policy)")
-    p.add_argument("-o", "--output", metavar="SIM.nc", required=True, help="density dataset to write")
+    tracks = p.add_argument_group("tracks (a result fitted on a track table; writes a track table)")
+    tracks.add_argument("--tracks", metavar="N", type=_positive_int, default=None,
+                        help="simulate N tracks of the fitted increments model (output SIM.csv)")
+    tracks.add_argument("--from", dest="start", metavar="TRACKS",
+                        help="draw the starts from rows of this table (default: exp(-beta psi) on the grid)")
+    tracks.add_argument("--seed", metavar="S", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("-o", "--output", metavar="SIM.nc|SIM.csv", required=True,
+                   help="density dataset to write (SIM.csv with --tracks)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def cmd_simulate(args) -> int:
     from ..io.netcdf import model_from_result, read_density, read_result, write_density
     from ..workflows import simulate_model
+
+    if args.tracks is not None:
+        if args.model is not None or args.initial is not None:
+            raise FpirlInputError("--model and --initial are for densities; --tracks simulates tracks")
+        from .tracks import cmd_simulate_tracks
+
+        return cmd_simulate_tracks(args)
+    if args.start is not None:
+        raise FpirlInputError("--from needs --tracks N")
+    args.model = args.model or "mdp"
 
     out = _output_netcdf(args.output, inputs=(args.result, args.initial))
     model = model_from_result(read_result(args.result))
@@ -81,10 +98,22 @@ def cmd_simulate(args) -> int:
 # compare
 # --------------------------------------------------------------------------------------------
 def add_compare_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("data", metavar="DATA.nc", help="observed density dataset")
-    p.add_argument("simulation", metavar="SIM.nc", help="simulated density dataset ('fpirl simulate')")
+    p.add_argument("data", metavar="DATA.nc|TRACKS", help="observed density dataset, or observed track table")
+    p.add_argument("simulation", metavar="SIM.nc|SIM.csv",
+                   help="simulated density dataset or track table ('fpirl simulate')")
     p.add_argument("-o", "--output", metavar="FIG.png", default=None,
-                   help="figure of KL over time (default: SIM_kl.png next to SIM.nc)")
+                   help="figure (default: SIM_kl.png, or SIM_compare.png for tracks, next to SIM)")
+    tracks = p.add_argument_group("tracks (MSD, velocity autocorrelation, speed and turning angles)")
+    tracks.add_argument("--result", metavar="RESULT.nc", default=None,
+                        help="read both tables with the columns (and periodic box) of this result")
+    note = "(default: the {} column{} of SIM.csv)"
+    tracks.add_argument("--track", metavar="COL", help="column with the track ids " + note.format("first", ""))
+    tracks.add_argument("--time", metavar="COL", help="column with the times " + note.format("second", ""))
+    tracks.add_argument("--state", metavar="C1,C2", help="position columns " + note.format("remaining", "s"))
+    tracks.add_argument("--max-lag", metavar="K", type=_positive_int, default=None,
+                        help="largest lag in frames (default: half the median track length, at most 100)")
+    tracks.add_argument("--seed", metavar="S", type=int, default=0, help="bootstrap seed (default 0)")
+    tracks.add_argument("--json", action="store_true", help="print one JSON object with the numbers")
 
 
 _MODEL_NAMES = {"mdp": "MDP density map", "fp": "Fokker-Planck PDE"}
@@ -94,6 +123,10 @@ def cmd_compare(args) -> int:
     from ..io.netcdf import check_output_path, read_attrs, read_density
     from ..plotting.fields import plot_kl
     from ..workflows import compare_snapshots, kl_reference
+    from .tracks import cmd_compare_tracks, is_table
+
+    if is_table(args.data):
+        return cmd_compare_tracks(args)
 
     fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
     check_output_path(fig, inputs=(args.data, args.simulation))

@@ -51,7 +51,8 @@ def cmd_evaluate(args) -> int:
         grid = grid_from_dataset(ds, "potential")
         bounds = list(zip(grid.lower, grid.upper))
     table = read_tracks(args.tracks, track=cols["track"], time=cols["time"], state=cols["state"],
-                        action=cols["action"], boundary=boundary, bounds=bounds, stride=stride)
+                        action=cols["action"], boundary=boundary, bounds=bounds, stride=stride,
+                        robust_box=False)  # every held-out row is scored (also outside the fitted box)
     kind = "velocity" if cols["action"] == "velocity" else ("explicit" if cols["action"] else "none")
     score = heldout_loglik(ds, table, kind=kind)
     if args.json:

@@ -284,6 +284,16 @@ def _fit_table(args, out) -> int:
 
     diagnostics, adequacy = fit_time_diagnostics(tracks)
     extra.update(diagnostics)
+    from ..mdp.support import support_extra  # where the data are; policy summaries only there
+
+    try:
+        support, policy_summary = support_extra(est.grid_, tracks.values, mdp)
+        extra.update(support)
+    except FpirlInputError as exc:  # e.g. a grid that does not hold the observations: the fit stands
+        import warnings
+
+        warnings.warn(f"data support not stored ({exc})", stacklevel=2)
+        policy_summary = None
     from ..uncertainty import fit_uncertainty
 
     extra.update(fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
@@ -306,6 +316,12 @@ def _fit_table(args, out) -> int:
     )
     for line in _fit_notes(est, mdp):
         print(f"fpirl fit: {line}")
+    if policy_summary is not None:
+        acts = ",".join(est.grid_.names[i] for i in est.grid_.action_axes)
+        vec = lambda v: "(" + ", ".join(f"{x:.4g}" for x in v) + ")"  # noqa: E731
+        print(f"fpirl fit: policy averaged over the observed states, within the data's support: mode {acts} = "
+              f"{vec(policy_summary.mode)}, mean {vec(policy_summary.mean)}; "
+              f"{policy_summary.mass_outside:.1%} of its mass lies outside the support")
     _print_uncertainty(extra)
     if adequacy is not None:
         print(f"fpirl fit: model adequacy: {adequacy.summary()}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from ..core._errors import FpirlInputError
@@ -51,3 +52,41 @@ def symmetric_range(*arrays, percentile=99.5):
     if not m > 0:
         m = float(vals.max()) if vals.size else 0.0
     return (-m, m) if m > 0 else None
+
+def _grey_out(ax, image, extent=None) -> None:
+    """Overlay grey where ``image`` (1 = no data, 0 = data, NaN = gap) is 1."""
+
+    shade = np.where(np.asarray(image) == 1, 1.0, np.nan)
+    kw = {"extent": extent} if extent is not None else {}
+    ax.imshow(shade, origin="lower", aspect="auto", cmap=ListedColormap(["0.55"]), alpha=0.75,
+              interpolation="nearest", vmin=0, vmax=1, **kw)
+
+def _extend(values, vlim) -> str:
+    """Colour-bar arrows where values lie beyond the limits."""
+    if vlim is None:
+        return "neither"
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    low = v.size and v.min() < vlim[0]
+    high = v.size and v.max() > vlim[1]
+    return "both" if low and high else "min" if low else "max" if high else "neither"
+
+def _draw_cv_curve(ax, result):
+    """Cross-validation curve of a track fit: held-out score per candidate resolution, one line per
+    ridge, error bars the paired standard error of the difference to the best candidate."""
+    score = result["cv_score"].transpose("cv_candidate", "cv_ridge")
+    se = result["cv_score_se"].transpose("cv_candidate", "cv_ridge").values if "cv_score_se" in result else None
+    labels = [str(v) for v in score["cv_candidate"].values]
+    x = np.arange(len(labels))
+    best = float(np.nanmax(score.values))
+    for j, ridge in enumerate(score["cv_ridge"].values):
+        yerr = None if se is None else se[:, j]
+        ax.errorbar(x, score.values[:, j] - best, yerr=yerr, capsize=2, marker="o", ms=3, label=f"ridge {float(ridge):g}")
+    chosen = score.attrs.get("chosen_candidate")
+    if chosen in labels:
+        ax.axvline(labels.index(chosen), color="0.5", ls="--", lw=0.8)
+    ax.set_xticks(x, labels, rotation=45 if len(labels) > 6 else 0, fontsize=7)
+    ax.set_xlabel("Hermite elements per axis (0: psi constant along the axis)")
+    ax.set_ylabel("held-out log-lik. - best\n(nats per transition)")
+    ax.set_title(f"cross-validation ({score.attrs.get('rule', '')})", fontsize=9)
+    ax.legend(fontsize=7)

@@ -25,8 +25,10 @@ from ..core._errors import FpirlInputError
 from ..core.grid import Grid
 from ..evaluation.metrics import log_log_slope
 from ..io.netcdf import grid_from_dataset
-from ._common import _save, robust_range, save_figure, symmetric_range
+from ._common import _draw_cv_curve, _extend, _grey_out, _save, robust_range, save_figure, symmetric_range
 from .slices import plot_slices
+from .actions import draw_action_map, plot_action_result, policy_title
+from ..mdp.maps import action_maps
 
 __all__ = [
     "nested_grid_image",
@@ -108,15 +110,21 @@ def _outer_ticks(ax, grid: Grid, outer, inner, gap=1, max_ticks=6):
         for j in range(1, shape[outer[1]]):
             ax.axhline(j - 0.5, color="white", linewidth=0.8)
     names = grid.names
-    inner_txt = ", ".join(names[i] for i in inner)
-    ax.set_xlabel(f"{names[outer[0]]} (outer)  |  inner: {inner_txt}")
+    arrows = ("\u2192", "\u2191")  # inner axes: first left to right, second bottom to top
+    inner_txt = ", ".join(f"{names[i]} {arrows[k]} [{grid.lower[i]:.3g}, {grid.upper[i]:.3g}]"
+                          for k, i in enumerate(inner))
+    ax.set_xlabel(f"{names[outer[0]]} (outer)  |  inner: {inner_txt}", fontsize=8)
     ax.set_ylabel(f"{names[outer[1]]} (outer)")
 
 
 # --------------------------------------------------------------------------------------------
 # drawing one field on one axes
 # --------------------------------------------------------------------------------------------
-def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis", label=None, vlim=None):
+
+
+def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis", label=None, vlim=None,
+                no_data=None):
+    """One field on one axes; ``no_data`` (bool, grid shape, optional): nodes without data, greyed out."""
     values = np.asarray(values, dtype=float)
     if values.shape != grid.shape:
         raise FpirlInputError(f"{title}: values have shape {values.shape}, expected {grid.shape}")
@@ -140,6 +148,8 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
             a1.nodes[-1] + a1.spacing / 2,
         ]
         im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, **kw)
+        if no_data is not None and np.any(no_data):
+            _grey_out(ax, np.asarray(no_data, dtype=float).T, ext)
         ax.set_xlabel(f"{a0.name} ({a0.role})")
         ax.set_ylabel(f"{a1.name} ({a1.role})")
         fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
@@ -147,6 +157,8 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
         outer, inner = nested_grid_layout(grid)
         image = nested_grid_image(values, grid)
         im = ax.imshow(image, origin="lower", aspect="auto", cmap=cmap, interpolation="nearest", **kw)
+        if no_data is not None and np.any(no_data):
+            _grey_out(ax, nested_grid_image(np.asarray(no_data, dtype=float), grid))
         _outer_ticks(ax, grid, outer, inner)
         fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
     else:
@@ -158,15 +170,6 @@ def _panel_size(grid: Grid) -> tuple[float, float]:
     return (4.8, 3.6) if grid.ndim <= 2 else (6.0, 4.8)
 
 
-def _extend(values, vlim) -> str:
-    """Colour-bar arrows where values lie beyond the limits."""
-    if vlim is None:
-        return "neither"
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    low = v.size and v.min() < vlim[0]
-    high = v.size and v.max() > vlim[1]
-    return "both" if low and high else "min" if low else "max" if high else "neither"
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,25 +249,6 @@ def plot_fields(grid: Grid, panels, path, title: str | None = None, cmap: str = 
     return _save(fig, path)
 
 
-def _draw_cv_curve(ax, result):
-    """Cross-validation curve of a track fit: held-out score per candidate resolution, one line per
-    ridge, error bars the paired standard error of the difference to the best candidate."""
-    score = result["cv_score"].transpose("cv_candidate", "cv_ridge")
-    se = result["cv_score_se"].transpose("cv_candidate", "cv_ridge").values if "cv_score_se" in result else None
-    labels = [str(v) for v in score["cv_candidate"].values]
-    x = np.arange(len(labels))
-    best = float(np.nanmax(score.values))
-    for j, ridge in enumerate(score["cv_ridge"].values):
-        yerr = None if se is None else se[:, j]
-        ax.errorbar(x, score.values[:, j] - best, yerr=yerr, capsize=2, marker="o", ms=3, label=f"ridge {float(ridge):g}")
-    chosen = score.attrs.get("chosen_candidate")
-    if chosen in labels:
-        ax.axvline(labels.index(chosen), color="0.5", ls="--", lw=0.8)
-    ax.set_xticks(x, labels, rotation=45 if len(labels) > 6 else 0, fontsize=7)
-    ax.set_xlabel("Hermite elements per axis (0: psi constant along the axis)")
-    ax.set_ylabel("held-out log-lik. - best\n(nats per transition)")
-    ax.set_title(f"cross-validation ({score.attrs.get('rule', '')})", fontsize=9)
-    ax.legend(fontsize=7)
 
 
 def _draw_band(ax, result, key: str, grid: Grid) -> None:
@@ -285,20 +269,36 @@ def _draw_band(ax, result, key: str, grid: Grid) -> None:
 def plot_result(result, path) -> Path:
     """Plot a result dataset: potential, policy and reward (whichever are present).
 
-    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes);
-    5-D and more: 2-D slices of the potential through its minimum (:mod:`fpirl.plotting.slices`).
-    The Q-value is not drawn separately (it is ``-psi``). With uncertainty variables
-    (``potential_std``, ``<field>_lower``/``_upper``): a 90% band in 1-D, otherwise a map of
-    ``potential_std`` as one more panel; beta's interval in the title.
+    1-D: lines; 2-D: heatmaps; 3-D and 4-D: nested grids (outer: state axes, inner: action axes,
+    their ranges in the axis label); 5-D and more: 2-D slices of the potential through its minimum
+    (:mod:`fpirl.plotting.slices`). With state and action axes the policy is also drawn as a map
+    over the actions (:func:`fpirl.mdp.maps.action_maps`: psi evaluated finely, averaged over the
+    observed states), and when psi does not depend on the state the figure shows the maps over the
+    actions once instead of one identical panel per state. Nodes without data (``data_support`` of
+    track fits) are greyed out; the policy's mode and mean are marked within the data. The Q-value
+    is not drawn separately (it is ``-psi``). With uncertainty variables (``potential_std``,
+    ``<field>_lower``/``_upper``): a 90% band in 1-D, otherwise a map of ``potential_std`` as one
+    more panel; beta's interval in the title.
     """
     grid = grid_from_dataset(result, "potential")
     if grid.ndim > 4:  # 5-D, 6-D: a corner plot of 2-D slices through the potential's minimum
         return plot_slices(result, path)
+    maps = None
+    if grid.ndim >= 2 and grid.state_axes and grid.action_axes:
+
+        maps = action_maps(result)
+
+    if maps is not None and maps["constant"] and grid.ndim >= 3:
+        return _save(plot_action_result(result, grid, maps), path)
+    no_data = None
+    if "data_support" in result.data_vars:
+        no_data = np.asarray(result["data_support"].transpose(*grid.names).values) == 0
     panels = [(k, t, c) for k, t, c in _RESULT_PANELS if k in result.data_vars]
     if grid.ndim >= 2 and "potential_std" in result.data_vars:  # 1-D: a band on the potential instead
         panels.append(("potential_std", "posterior std of $\\psi$", "cividis"))
     has_cv = "cv_score" in result.data_vars  # track fits with automatic resolution
-    n_panels = len(panels) + int(has_cv)
+    has_map = maps is not None and grid.ndim >= 3 and "policy" in result.data_vars
+    n_panels = len(panels) + int(has_cv) + int(has_map)
     w, h = _panel_size(grid)
     ncols = min(2, n_panels) if grid.ndim >= 3 else n_panels
     nrows = int(np.ceil(n_panels / ncols))
@@ -306,15 +306,22 @@ def plot_result(result, path) -> Path:
     axes = np.atleast_1d(fig.subplots(nrows, ncols)).ravel()
     for ax, (key, title, cmap) in zip(axes, panels):
         values = np.asarray(result[key].transpose(*grid.names).values)
-        _draw_field(fig, ax, grid, values, title, cmap=cmap)
+        _draw_field(fig, ax, grid, values, title, cmap=cmap, no_data=no_data)
         if grid.ndim == 1:
             _draw_band(ax, result, key, grid)
+    k = len(panels)
+    if has_map:
+        draw_action_map(fig, axes[k], maps["coords"], maps["names"], maps["policy"], policy_title(maps, True),
+                         "magma", support=maps["support"], mode=maps["mode"], mean=maps["mean"])
+        k += 1
     if has_cv:
-        _draw_cv_curve(axes[len(panels)], result)
+        _draw_cv_curve(axes[k], result)
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     beta = result.attrs.get("beta")
     sup = f"fpirl result: {grid!r}"
+    if len(sup) > 120:  # long grid descriptions: one line per axis group
+        sup = sup.replace("], ", "],\n", 1)
     if beta is not None:
         sup += f", beta = {float(beta):.4g}"
         if "beta_lower" in result.attrs and "beta_upper" in result.attrs:

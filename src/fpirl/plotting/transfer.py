@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from .fields import _save
+from ._common import _save
 
 _LABELS = {"resolved": "re-solved reward", "behaviour_cloning": "behaviour cloning", "reward_q": "reward = Q",
            "uniform": "uniform"}

@@ -216,6 +216,18 @@ def read_csv_columns(path: Path, track: str, numeric: list, progress: bool = Fal
 
 
 # --------------------------------------------------------------------------------------------
+# DataFrame
+# --------------------------------------------------------------------------------------------
+def read_frame_columns(frame: pd.DataFrame, track: str, numeric: list) -> _Columns:
+    """The track column and the numeric columns of an in-memory DataFrame (same rules as a file)."""
+    _missing_columns(Path("<DataFrame>"), frame.columns, [track, *numeric])
+    coder = _TrackCoder()
+    codes = coder.codes(frame[track].to_numpy(), 0, track)
+    cols = {c: _numeric_or_error(frame[c].to_numpy(), c, 0) for c in numeric}
+    return _Columns(codes, coder.track_ids(), cols)
+
+
+# --------------------------------------------------------------------------------------------
 # Parquet
 # --------------------------------------------------------------------------------------------
 def read_parquet_columns(path: Path, track: str, numeric: list, progress: bool = False) -> _Columns:

@@ -16,9 +16,16 @@ columns. The rules (also in docs/formats.md):
   segment has no velocity and is dropped. Action axes are named ``v_<state column>``.
 * **Bounds.** One ``(lo, hi)`` per modelled axis, states then actions. Observations outside them
   are dropped with a warning giving the count; a dropped row splits its track like a missing frame.
-  Without bounds the box is the data range widened by ``margin`` (default 5%) of the range on
-  each side; a periodic box needs explicit bounds (its period cannot be inferred from data).
-  On periodic axes a value equal to ``hi`` is the same point as ``lo``.
+  Without bounds the box comes from robust limits of the data (``robust_box=True``, default): per
+  axis, with the quantiles ``q_lo = Q(0.1%)``, ``q_hi = Q(99.9%)`` and ``S = q_hi - q_lo``, the
+  data range clipped to ``[q_lo - S/2, q_hi + S/2]``, then widened by ``margin`` (default 5%) of
+  that span on each side. A few outlier steps of a tracker (fewer than 0.1% of the rows, far out)
+  thus do not stretch the box; they are dropped with a warning giving their count, like rows
+  outside given bounds (for Gaussian data the limits lie 6.2 standard deviations out, so nothing
+  is dropped; fast but genuine movers, e.g. the walkers among waiting pedestrians, stay in). ``robust_box=False`` keeps every row (box = full data range plus the
+  margin); ``fpirl evaluate`` reads held-out tracks so, and every held-out point is scored. A
+  periodic box needs explicit bounds (its period cannot
+  be inferred from data). On periodic axes a value equal to ``hi`` is the same point as ``lo``.
 
 Every problem is a one-line :class:`~fpirl.FpirlInputError`; rows in messages are counted from 1
 after the header.
@@ -33,17 +40,30 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ..io._files import check_readable
-from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns,
+from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns, read_frame_columns,
                              read_parquet_columns)
 from ..core.grid import BOUNDARIES
 from .table import TrackTable
+import sys
 
-__all__ = ["DEFAULT_MARGIN", "DEFAULT_TIME_TOLERANCE", "parse_bounds", "read_tracks"]
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_TIME_TOLERANCE", "ROBUST_EXTENSION", "ROBUST_QUANTILE", "parse_bounds", "read_tracks", "robust_limits"]
 
 #: fraction of each axis's data range added on both sides when no bounds are given
 DEFAULT_MARGIN = 0.05
 #: allowed deviation of a time difference from a whole multiple of dt, relative to dt
 DEFAULT_TIME_TOLERANCE = 0.01
+#: the default (robust) box: quantiles ROBUST_QUANTILE and 1 - ROBUST_QUANTILE, extended by
+#: ROBUST_EXTENSION of their distance on each side (module docstring)
+ROBUST_QUANTILE = 0.001
+ROBUST_EXTENSION = 0.5
+
+
+def robust_limits(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column, the data range clipped to ``[q_lo - S/2, q_hi + S/2]`` with ``q_lo, q_hi`` the
+    0.1% and 99.9% quantiles and ``S = q_hi - q_lo``: the default box before its margin."""
+    q_lo, q_hi = np.quantile(x, [ROBUST_QUANTILE, 1 - ROBUST_QUANTILE], axis=0)
+    ext = ROBUST_EXTENSION * (q_hi - q_lo)
+    return np.maximum(x.min(axis=0), q_lo - ext), np.minimum(x.max(axis=0), q_hi + ext)
 
 
 def _column_list(value, what: str) -> list[str]:
@@ -101,6 +121,13 @@ class _RowNumbers:
 
     def __call__(self, i) -> int:
         return int(i if self.order is None else self.order[i]) + 1
+
+
+def _as_dataframe(obj):
+    """``obj`` when it is a pandas DataFrame (pandas imported only if it is already loaded), else None."""
+
+    pd = sys.modules.get("pandas")
+    return obj if pd is not None and isinstance(obj, pd.DataFrame) else None
 
 
 def _first_nonfinite(values: np.ndarray, columns, rows, what: str):
@@ -183,13 +210,14 @@ def _frames(codes, t, ids, rows, dt, tol):
 def read_tracks(path, *, track: str, time: str, state, action=None, boundary: str = "reflecting",
                 bounds=None, stride: int = 1, margin: float = DEFAULT_MARGIN, dt: float | None = None,
                 time_tolerance: float = DEFAULT_TIME_TOLERANCE, progress: bool = False,
-                engine: str = "auto") -> TrackTable:
+                engine: str = "auto", robust_box: bool = True) -> TrackTable:
     """Read a CSV or Parquet trajectory table into a validated :class:`~fpirl.tracks.TrackTable`.
 
     Parameters
     ----------
-    path : str or Path
-        ``.csv`` or ``.parquet``/``.pq`` file, long format (one row per observation).
+    path : str, Path or pandas.DataFrame
+        ``.csv`` or ``.parquet``/``.pq`` file, or a DataFrame with the same columns, long format
+        (one row per observation; a DataFrame is read as a file would be, row order included).
     track, time : str
         Column with the track ids (any type) and column with the observation times (numeric).
     state : str or list of str
@@ -203,7 +231,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     stride : int
         Keep every ``stride``-th frame of each track (``dt`` becomes ``stride * dt``).
     margin : float
-        Relative widening of the data range when no bounds are given (default 5% per side).
+        Relative widening of the data's (robust) range when no bounds are given (default 5% per side).
     dt : float, optional
         Sampling interval; default: the median positive within-track time difference.
     time_tolerance : float
@@ -212,6 +240,9 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         Show a progress bar while reading.
     engine : {'auto', 'pyarrow', 'pandas'}
         CSV reader (``auto``: pyarrow when installed).
+    robust_box : bool
+        Without bounds: the robust box of the module docstring, rows beyond it dropped with a
+        warning (default), or the full data range, keeping every row (``False``).
 
     Returns
     -------
@@ -219,11 +250,14 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         Rows grouped by track (tracks in first-seen order, file order within a track), split into
         segments at missing frames and dropped rows; ``source`` records the columns and stride.
     """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
-        raise FpirlInputError(f"a trajectory table must be .csv or .parquet, got {str(path)!r}")
-    check_readable(path)
+    frame = _as_dataframe(path)
+    if frame is None:
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
+            raise FpirlInputError(f"a trajectory table must be .csv or .parquet (or a pandas DataFrame), "
+                                  f"got {str(path)!r}")
+        check_readable(path)
     if boundary not in BOUNDARIES:
         raise FpirlInputError(f"boundary must be 'periodic' or 'reflecting', got {boundary!r}")
     if int(stride) != stride or stride < 1:
@@ -251,13 +285,16 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
                               "from the data")
 
     numeric = [time, *states, *actions]
-    if suffix in CSV_SUFFIXES:
+    if frame is not None:
+        cols = read_frame_columns(frame, track, numeric)
+        path = "<DataFrame>"
+    elif suffix in CSV_SUFFIXES:
         cols = read_csv_columns(path, track, numeric, progress=progress, engine=engine)
     else:
         cols = read_parquet_columns(path, track, numeric, progress=progress)
     n_rows = cols.n_rows
     if n_rows == 0:
-        raise FpirlInputError(f"{str(path)!r} is an empty table (a header but no rows)")
+        raise FpirlInputError(f"{str(path)!r} is an empty table (column names but no rows)")
     ids = cols.track_ids
     rows = _RowNumbers()
     t = cols.numeric.pop(time)
@@ -303,6 +340,19 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
             if not np.all(keep):
                 dropped += int(keep.size - np.count_nonzero(keep))
                 codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
+    trimmed = 0
+    if lower is None and robust_box and codes.size:
+        f_lo, f_hi = robust_limits(x)
+        beyond = (x < f_lo) | (x > f_hi)
+        keep = ~beyond.any(axis=1)
+        if not np.all(keep):
+            trimmed = int(keep.size - np.count_nonzero(keep))
+            axes = ", ".join(n for n, a in zip(names, beyond.any(axis=0)) if a)
+            codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
+            warnings.warn(f"{trimmed} of {n_obs} observations lie beyond the default box (the 0.1%-99.9% quantile "
+                          f"range widened by half of it on each side; axes {axes}) and are not used in the fit "
+                          "(each splits its track); give --bounds to keep them (held-out evaluation scores them "
+                          "anyway)", stacklevel=2)
     if dropped:
         if codes.size == 0:
             raise FpirlInputError(f"every observation ({n_obs}) lies outside the given bounds "
@@ -313,10 +363,10 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     if not np.any(link):
         raise FpirlInputError(
             f"no transitions left (stride {stride}{', velocity' if velocity else ''}"
-            f"{', dropped rows' if dropped else ''}): every track segment has a single observation"
+            f"{', dropped rows' if dropped or trimmed else ''}): every track segment has a single observation"
         )
     if lower is None:
-        lo, hi = x.min(axis=0), x.max(axis=0)
+        lo, hi = x.min(axis=0), x.max(axis=0)  # after trimming: within the fences
         span = hi - lo
         if np.any(span <= 0):
             j = int(np.flatnonzero(span <= 0)[0])

@@ -27,11 +27,13 @@ from ...evaluation.baselines import fit_baselines
 from ...evaluation.heldout import fpirl_loglik, heldout_loglik
 from ...io.netcdf import atomic_write, result_dataset, write_result
 from ...tracks.result_attrs import table_attrs
+from ...mdp.support import support_extra
 from ...workflows import recover_mdp_from_fit
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
 from ._mobility import MobilityModel, select_mobility
-from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks
+from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks, track_check
 from ._report import set_figure, write_report
+from ...plotting.tracks import plot_track_comparison
 
 __all__ = ["DATA_ENV", "TRACK_SETS", "TrackSet", "locate_data", "run_realdata", "run_set"]
 
@@ -51,14 +53,20 @@ QUICK_ELEMENTS = (2, 3)
 
 
 def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, progress=None, density: bool = True,
-            cv_elements=None) -> dict:
+            cv_elements=None, max_tracks: int | None = None) -> dict:
     """Fit, evaluate and draw one set; returns its report row (``density=False`` skips the density
-    estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries)."""
+    estimator, ``cv_elements`` overrides the velocity-axis elements the cross-validation tries,
+    ``max_tracks`` keeps the first tracks of the set only: a pipeline check)."""
 
     folder = out / spec.name
     folder.mkdir(parents=True, exist_ok=True)
-    table, csv = read_set(spec, data_dir, out / "data")
+    # held-out tracks keep every row (all are scored); the training tracks get the default robust box
+    table, csv = read_set(spec, data_dir, out / "data", robust_box=False)
+    if max_tracks is not None and max_tracks < table.n_tracks:
+        table = table.select_tracks(np.arange(int(max_tracks)))
     train, test = table.split_tracks(TRAIN_FRACTION, SEED)
+    robust, _ = read_set(spec, data_dir, out / "data")
+    train = robust.select_tracks(np.flatnonzero(np.isin(robust.track_ids, train.track_ids)))
     base = fit_baselines(train, "velocity")
 
     if cv_elements is None and quick:
@@ -95,11 +103,13 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
     mdp = recover_mdp_from_fit(est, train.dt)
     extra = {**base.to_attrs(), **check.to_attrs(), **est.result_extra(), **table_attrs(train, source=csv),
              "estimator": "increments"}
+    support, policy_summary = support_extra(est.grid_, train.values, mdp, warn=False)
+    extra.update(support)
     write_result(folder / "result.nc", result_dataset(est, mdp=mdp, dt=train.dt, gamma=mdp.gamma, extra=extra))
     for part, name in ((train, "train.csv"), (test, "test.csv")):
         _subset_csv(csv, spec, part.track_ids, folder / name)
 
-    maps = arena_maps(est, mdp, est.grid_)
+    maps = arena_maps(est, mdp, est.grid_, action_support=policy_summary.action_support)
     rng = np.random.default_rng(SEED)
     show = rng.permutation(test.n_tracks)[: min(30, test.n_tracks)]
     observed, starts, lengths = [], [], []
@@ -111,9 +121,14 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         observed.append(test.values[rows][:, S])
         starts.append(test.values[rows[0]])
         lengths.append(rows.size)
-    sim = simulate_tracks(est, np.asarray(starts), max(lengths) - 1, train.dt, table.lower, table.upper, rng)
+    sim = simulate_tracks(est, np.asarray(starts), max(lengths) - 1, train.dt, train.lower, train.upper, rng)
     simulated = [sim[:n, i] for i, n in enumerate(lengths)]
     fig = set_figure(folder / "figure.png", spec.name, est.grid_, maps, observed, simulated, spec.units)
+
+    tracks_summary, obs_stats, sim_stats = track_check(est, test, rng)
+    tracks_fig = plot_track_comparison(tracks_summary, obs_stats, sim_stats, folder / "tracks.png",
+                                       labels=("held-out tracks", "simulated (same starts and lengths)"),
+                                       units=tuple(u.strip() for u in spec.units.split(",")))
 
     command = (f"fpirl fit {csv} -o result.nc --track {spec.track} --time {spec.time} --state {','.join(spec.state)} "
                "--action velocity" + (f"  (the full run; this one tried {cv_elements} velocity elements)"
@@ -133,11 +148,14 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         "mobility_cv": mob_scores, "mobility_base": f"velocity-only, {vel[0]} elements, ridge {vel[1]:g}",
         "mobility_time": mobility_time,
         "se_mobility_vs_prw": score.difference_se("fpirl_mobility", "persistent_random_walk"),
+        "track_check": tracks_summary, "track_figure": f"{spec.name}/{tracks_fig.name}",
+        "policy_mode": policy_summary.mode, "policy_mean": policy_summary.mean,
+        "policy_outside": policy_summary.mass_outside,
     }
 
 
 def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool = True, density: bool = True,
-                 cv_elements=None) -> Path:
+                 cv_elements=None, max_tracks: int | None = None) -> Path:
     """Run the benchmark on every available set; writes ``out/report.md`` and per-set folders.
 
     Parameters
@@ -145,7 +163,9 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
     out : path
         Output directory (created).
     data : path, optional
-        The real-data folder (default: ``$FPIRL_REALDATA`` or ``../shared/realdata`` next to the repository).
+        The real-data folder (default: ``$FPIRL_REALDATA`` or ``../shared/realdata`` next to the
+        repository). The corridor set is shipped with the package and always available; without a
+        data folder it is the only one.
     sets : list of str, optional
         Names of the sets to run (default: all available).
     quick : bool
@@ -154,13 +174,17 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
         Also fit and score the density estimator.
     cv_elements : sequence of int, optional
         Velocity-axis elements tried by the cross-validation (default: the estimator's own list).
+    max_tracks : int, optional
+        Keep only the first ``max_tracks`` tracks of every set (a pipeline check, not a measurement).
     """
     data_dir = locate_data(data)
-    if data_dir is None:
-        raise FpirlInputError(f"no real-data folder found: pass --data DIR or set ${DATA_ENV}")
     specs = available_sets(data_dir, sets)
+    if data_dir is None:
+        print(f"fpirl benchmark realdata: no real-data folder (--data DIR or ${DATA_ENV}); running the set shipped "
+              f"with fpirl ({', '.join(s.name for s in specs) or 'none of those asked for'})")
     if not specs:
-        raise FpirlInputError(f"no known track set in {str(data_dir)!r} (expected e.g. {TRACK_SETS[0].file})")
+        where = "the shipped sets" if data_dir is None else repr(str(data_dir))
+        raise FpirlInputError(f"no known track set in {where} (expected e.g. {TRACK_SETS[0].file})")
     out = Path(out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     bar = None
@@ -172,7 +196,7 @@ def run_realdata(out, data=None, sets=None, quick: bool = False, progress: bool 
         for spec in specs:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # bounds/margin notes of the readers
-                rows.append(run_set(spec, data_dir, out, quick, bar, density, cv_elements))
+                rows.append(run_set(spec, data_dir, out, quick, bar, density, cv_elements, max_tracks))
     finally:
         if bar is not None:
             bar.close()

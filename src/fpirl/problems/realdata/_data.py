@@ -21,6 +21,8 @@ from ...tracks.reading import read_tracks
 
 #: environment variable overriding the location of the real-data folder
 DATA_ENV = "FPIRL_REALDATA"
+#: the small real set shipped inside the package (provenance and licence in its PROVENANCE.md)
+SHIPPED_DIR = Path(__file__).resolve().parent / "data"
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,10 @@ class TrackSet:
     units: str  # "position unit, time unit"
     fps: float | None = None  # whitespace pedestrian files: frames per second (converted to CSV)
     optional: bool = False
+    shipped: bool = False  # in the package (SHIPPED_DIR), not in the data folder
 
-    def path(self, data_dir: Path) -> Path:
-        return Path(data_dir) / self.file
+    def path(self, data_dir: Path | None) -> Path:
+        return SHIPPED_DIR / self.file if self.shipped else Path(data_dir) / self.file
 
 
 TRACK_SETS = (
@@ -50,8 +53,8 @@ TRACK_SETS = (
              "B cells in a mouse lymph node (two-photon, 24 s frames)", "um, s"),
     TrackSet("neutrophils", "celltrackr_lymph_node/Neutrophils.csv", "track_id", "t_s", ("x_um", "y_um"),
              "neutrophils moving to an infection in the ear (24 s frames)", "um, s"),
-    TrackSet("corridor", "pedpy_juelich/traj_UNI_CORR_500_01.txt", "id", "t_s", ("x", "y"),
-             "pedestrians, uni-directional corridor (Juelich, 25 fps)", "m, s", fps=25.0),
+    TrackSet("corridor", "corridor_uni_500_01.csv", "id", "t_s", ("x", "y"),
+             "pedestrians, uni-directional corridor (Juelich, 25 fps; shipped with fpirl)", "m, s", shipped=True),
     TrackSet("bottleneck", "pedpy_juelich/040_c_56_h-.txt", "id", "t_s", ("x", "y"),
              "pedestrians, bottleneck entrance (Juelich, 25 fps)", "m, s", fps=25.0),
 )
@@ -76,8 +79,9 @@ def locate_data(data=None) -> Path | None:
     return None
 
 
-def available_sets(data_dir: Path, names=None) -> list[TrackSet]:
-    """The sets whose file exists (all of ``names`` when given; unknown names are an error)."""
+def available_sets(data_dir: Path | None, names=None) -> list[TrackSet]:
+    """The sets whose file exists (all of ``names`` when given; unknown names are an error); without a
+    data folder only the shipped sets."""
     known = {s.name: s for s in TRACK_SETS}
     if names is not None:
         bad = [n for n in names if n not in known]
@@ -86,7 +90,7 @@ def available_sets(data_dir: Path, names=None) -> list[TrackSet]:
         chosen = [known[n] for n in names]
     else:
         chosen = list(TRACK_SETS)
-    return [s for s in chosen if s.path(data_dir).is_file()]
+    return [s for s in chosen if (s.shipped or data_dir is not None) and s.path(data_dir).is_file()]
 
 
 def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
@@ -104,11 +108,12 @@ def table_csv(spec: TrackSet, data_dir: Path, work_dir: Path) -> Path:
     return out
 
 
-def read_set(spec: TrackSet, data_dir: Path, work_dir: Path):
-    """The set as a :class:`~fpirl.tracks.TrackTable` (position states, velocity actions, reflecting)
-    and the CSV it was read from."""
+def read_set(spec: TrackSet, data_dir: Path, work_dir: Path, robust_box: bool = True):
+    """The set as a :class:`~fpirl.tracks.TrackTable` (position states, velocity actions, reflecting;
+    the default box of :func:`~fpirl.tracks.reading.read_tracks`, or every row with
+    ``robust_box=False``) and the CSV it was read from."""
 
     path = table_csv(spec, data_dir, work_dir)
     table = read_tracks(path, track=spec.track, time=spec.time, state=list(spec.state), action="velocity",
-                        boundary="reflecting")
+                        boundary="reflecting", robust_box=robust_box)
     return table, path

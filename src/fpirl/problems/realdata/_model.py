@@ -23,6 +23,8 @@ import numpy as np
 from ...estimators import IncrementsEstimator
 from ...estimators._base import TrackEstimatorMixin, default_result_elements, embed_constant_axes
 from ...tracks.table import TrackTable
+from ...forward.track_paths import sample_velocity_tracks
+from ...evaluation.track_stats import compare_tracks
 
 
 def _action_table(table: TrackTable) -> TrackTable:
@@ -91,12 +93,14 @@ def timed_fit(est, table):
 # --------------------------------------------------------------------------------------------
 # arrays behind the figures (numerics stay out of the report code)
 # --------------------------------------------------------------------------------------------
-def arena_maps(est, mdp, grid) -> dict:
+def arena_maps(est, mdp, grid, action_support=None) -> dict:
     r"""Functions of position on the state nodes of ``grid``.
 
     * ``free_energy``: the potential marginalised over velocity,
       :math:`F(s) = -\beta^{-1}\log\int_A e^{-\beta\psi(s,a)}\,da` (zero minimum);
     * ``mean_velocity``: :math:`E_\pi[a\,|\,s] = \int_A a\,\pi(a|s)\,da`, shape ``(d_a, *state_shape)``;
+      with ``action_support`` (bool over the action nodes, :mod:`fpirl.mdp.support`) the mean within
+      it, :math:`\int_{supp} a\,\pi\,da / \int_{supp} \pi\,da`;
     * ``mean_reward``: :math:`\int_A \pi(a|s) R(s,a)\,da`;
     * ``reward_of_velocity``: R averaged uniformly over the arena, as a function of the velocity.
     """
@@ -111,7 +115,14 @@ def arena_maps(est, mdp, grid) -> dict:
     out = {"free_energy": np.where(free < 1e-9 / beta, 0.0, free)}  # round-off of a flat F is 0
     if mdp is not None:
         mesh = np.meshgrid(*grid.coords, indexing="ij")
-        out["mean_velocity"] = np.stack([grid.integrate(mdp.policy * mesh[a], axes=A) for a in A])
+        pol = mdp.policy
+        if action_support is not None:
+            shape = [1] * grid.ndim
+            for a in A:
+                shape[a] = grid.shape[a]
+            pol = pol * np.asarray(action_support, dtype=float).reshape(shape)
+            pol = pol / np.maximum(grid.integrate(pol, axes=A), 1e-300)[(...,) + (None,) * len(A)]
+        out["mean_velocity"] = np.stack([grid.integrate(pol * mesh[a], axes=A) for a in A])
         out["mean_reward"] = grid.integrate(mdp.policy * mdp.reward, axes=A)
         vol = np.prod([grid.upper[i] - grid.lower[i] for i in S])
         out["reward_of_velocity"] = grid.integrate(mdp.reward, axes=S) / vol
@@ -119,28 +130,30 @@ def arena_maps(est, mdp, grid) -> dict:
 
 
 def simulate_tracks(est, starts: np.ndarray, steps: int, dt: float, lower, upper, rng) -> np.ndarray:
-    r"""Sample paths of the fitted model from observed starts ``(s_0, a_0)`` (rows of ``starts``).
+    r"""Sample paths of the fitted model from observed starts ``(s_0, a_0)`` (rows of ``starts``):
+    :func:`fpirl.forward.track_paths.sample_velocity_tracks` with reflecting walls. Returns
+    ``(steps + 1, n, d_s)`` positions."""
 
-    Velocity: :math:`a_{k+1} = a_k - \nabla_a\psi(s_k, a_k)\Delta t + \sqrt{2\Delta t/\beta}\,\xi`,
-    mirrored at the walls of the velocity box (the model's reflecting box); position:
-    :math:`s_{k+1} = s_k + a_{k+1}\Delta t`, mirrored at the walls of the position box (the velocity
-    component normal to a wall flips). Returns ``(steps + 1, n, d_s)`` positions.
-    """
-    d_s = starts.shape[1] // 2
-    lo, hi = np.asarray(lower[:d_s], float), np.asarray(upper[:d_s], float)
-    a_lo, a_hi = np.asarray(lower[d_s:], float), np.asarray(upper[d_s:], float)
-    box_lo, box_hi = np.asarray(lower, float), np.asarray(upper, float)
-    s, a = starts[:, :d_s].copy(), starts[:, d_s:].copy()
-    sigma = np.sqrt(2.0 * dt / float(est.beta_))
-    out = np.empty((steps + 1,) + s.shape)
-    out[0] = s
-    for k in range(steps):
-        g = est.gradient(np.clip(np.concatenate([s, a], axis=1), box_lo, box_hi))[:, d_s:]
-        a = a - g * dt + sigma * rng.normal(size=a.shape)
-        a = np.clip(np.where(a < a_lo, 2 * a_lo - a, np.where(a > a_hi, 2 * a_hi - a, a)), a_lo, a_hi)
-        s = s + a * dt
-        below, above = s < lo, s > hi
-        s = np.where(below, 2 * lo - s, np.where(above, 2 * hi - s, s))
-        a = np.where(below | above, -a, a)
-        out[k + 1] = np.clip(s, lo, hi)
-    return out
+    return sample_velocity_tracks(est.gradient, float(est.beta_), dt, starts, steps, lower, upper, "reflecting", rng)
+
+
+def track_check(est, test: TrackTable, rng, max_lag: int | None = None):
+    """Track-level check on held-out tracks: every segment of ``test`` simulated from its first
+    observation for as many frames as it has, then :func:`fpirl.evaluation.track_stats.compare_tracks`
+    on the positions. Returns ``(summary, observed_stats, simulated_stats)``."""
+
+    S = list(test.state_axes)
+    seg = test.segment
+    first = np.flatnonzero(np.diff(seg, prepend=-1) != 0)
+    lengths = np.bincount(seg)[seg[first]]
+    box_lo, box_hi = est.grid_.lower, est.grid_.upper  # the fitted box (the drift is clipped to it)
+    sim = simulate_tracks(est, test.values[first], int(lengths.max()) - 1, test.dt, box_lo, box_hi, rng)
+    keep = np.arange(sim.shape[0])[None, :] < lengths[:, None]  # (n_segments, frames)
+    paths = sim.transpose(1, 0, 2)[keep]
+    ids = np.broadcast_to(np.arange(first.size)[:, None], keep.shape)[keep]
+    times = np.broadcast_to(test.dt * np.arange(sim.shape[0])[None, :], keep.shape)[keep]
+    box = (np.minimum(test.lower, box_lo)[S], np.maximum(test.upper, box_hi)[S])
+    names, roles = tuple(test.names[i] for i in S), ("state",) * len(S)
+    observed = TrackTable(test.values[:, S], seg, test.track, test.time, test.dt, names, roles, *box)
+    simulated = TrackTable(paths, ids, ids, times, test.dt, names, roles, *box)
+    return compare_tracks(observed, simulated, max_lag=max_lag, random_state=0)

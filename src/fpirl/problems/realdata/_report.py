@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from ...io.netcdf import atomic_write
-from ...plotting.fields import _save
+from ...plotting._common import _save
 
 
 def _image(fig, ax, grid, values, title, cmap, axes_idx):
@@ -94,6 +94,25 @@ NOTES = [
 ]
 
 
+def track_check_lines(rows: list) -> list:
+    """Section of the report: observed held-out tracks against tracks simulated from the fitted model."""
+    have = [r for r in rows if r.get("track_check")]
+    if not have:
+        return []
+    names = ("msd", "vacf", "speed", "turning_angle")
+    lines = ["", "## Track-level checks (held-out tracks against simulated ones)", "",
+             "Every held-out track simulated from its first observation for as many frames as it has "
+             "(`fpirl simulate --tracks`, `fpirl compare` on the command line). Per statistic: the share of lags "
+             "or bins where the simulation lies inside the data's 95% band over tracks, and the discrepancy "
+             "(mean |sim - obs| / joint band half-width; about 1 or less: they agree within their noise).", "",
+             "| set | MSD | velocity autocorrelation | speed | turning angle |", "|---|---|---|---|---|"]
+    for r in have:
+        c = r["track_check"]
+        lines.append(f"| {r['set']} | " + " | ".join(
+            f"{100 * c[k]['inside_band']:.0f}% in band, {c[k]['discrepancy']:.2f}" for k in names) + " |")
+    return lines
+
+
 def _fmt(x, nd=3):
     return "n/a" if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
 
@@ -141,11 +160,19 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
             text += (f" The velocity-dependent mobility (degree {r['mobility_degree']} by CV) gives "
                      f"{gain:+.3f} ± {r['se_mobility_vs_prw']:.3f} against the PRW.")
         lines.append(text)
+    lines += track_check_lines(rows)
     lines += ["", "## Per set", ""]
     for r in rows:
         lines += [f"### {r['set']}: {r['what']}", "",
                   f"Units: {r['units']}; dt = {r['dt']:g}. Fitted beta = {r['beta']:.4g}. "
                   f"Baselines: D = {r['D']:.4g}, PRW alpha = {r['alpha']:.3f}, sigma = {r['sigma']:.4g}.", "",
+                  *([f"Policy averaged over the observed positions, within the training data's support: mode velocity "
+                     f"({', '.join(f'{v:.3g}' for v in r['policy_mode'])}), mean "
+                     f"({', '.join(f'{v:.3g}' for v in r['policy_mean'])}); "
+                     f"{100 * r['policy_outside']:.1f}% of its mass lies at velocities without data"
+                     + (" (**most of the policy is an extrapolation**: read the mode and mean only as the best "
+                        "supported velocity)." if r["policy_outside"] > 0.5 else "."), ""]
+                    if "policy_mode" in r else []),
                   "Cross-validated candidates (mean log-likelihood on held-out folds of the training tracks):", ""]
         lines += [f"- {k}: {v:.4f}" + ("  **(chosen)**" if k == r["chosen"] else "") for k, v in r["cv"].items()]
         lines += ["", f"Mobility (on {r['mobility_base']}), CV log-likelihood by degree of log g: "
@@ -153,6 +180,8 @@ def write_report(path: Path, rows: list, settings: dict) -> Path:
                   + f"; density estimator beta = {r['density_beta']:.4g}.", ""]
         lines += ["", f"Refit the chosen model from the command line: `{r['command']}`", "",
                   f"![{r['set']}]({r['figure']})", ""]
+        if r.get("track_figure"):
+            lines += [f"![{r['set']}: track-level checks]({r['track_figure']})", ""]
         lines += r.get("notes", [])
     lines += NOTES
     lines += settings.get("closing", [])
