@@ -249,6 +249,7 @@ def _stream_task(span, path, opts):
 
 def stream_header(path):
     """``(DensitySnapshots of the first two snapshots, number of snapshots)`` of a density file, read lazily."""
+    from .core.validation import numeric_times
     from .io.netcdf import density_from_dataset
 
     with _open_lazy(path) as ds:
@@ -256,7 +257,7 @@ def stream_header(path):
             raise FpirlInputError(f"{str(path)!r} has no 'time' dimension")
         n = int(ds.sizes["time"])
         head = density_from_dataset(ds.isel(time=slice(0, 2)))
-        times = np.asarray(ds["time"].values, dtype=float)
+        times = numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}")
     steps = np.diff(times)
     if n < 2 or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
         raise FpirlInputError(f"{str(path)!r}: the 'time' coordinate must be uniformly spaced with at least 2 snapshots")

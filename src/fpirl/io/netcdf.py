@@ -75,10 +75,9 @@ def density_from_dataset(ds: xr.Dataset) -> DensitySnapshots:
     grid = grid_from_dataset(ds, "density", leading=("time",))
     if "time" not in ds.coords:
         raise FpirlInputError("density dataset has no 'time' coordinate with the snapshot times")
-    try:
-        times = np.asarray(ds["time"].values, dtype=float)
-    except (TypeError, ValueError):
-        raise FpirlInputError("'time' coordinate must be numeric (model time units, not dates)") from None
+    from ..core.validation import numeric_times
+
+    times = numeric_times(ds["time"].values, "the 'time' coordinate")
     values = np.asarray(ds["density"].values)
     if not np.issubdtype(values.dtype, np.number) or np.issubdtype(values.dtype, np.complexfloating):
         raise FpirlInputError(f"density must be real numbers, got dtype {values.dtype}")

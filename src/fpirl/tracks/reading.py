@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core._errors import FpirlInputError
-from ..io._files import check_readable
+from ..io._files import check_netcdf_names, check_readable
 from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns,
                              read_parquet_columns)
 from ..core.grid import BOUNDARIES
@@ -242,6 +242,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     names = states + ([f"v_{c}" for c in states] if velocity else actions)
     if len(set(names)) != len(names):
         raise FpirlInputError(f"axis names must be distinct, got {names}")
+    check_netcdf_names(names, "column name")  # they name the result's axes: refuse before the work
     roles = ["state"] * len(states) + ["action"] * (len(names) - len(states))
     lower = upper = None
     if bounds is not None:

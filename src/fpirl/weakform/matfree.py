@@ -45,7 +45,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse
 
-from ..core._errors import FpirlInputError
+from ..core._errors import FpirlInputError, reason
 from ..core._tensor import apply_along_axes, apply_along_axis
 from ._krylov import Marginals
 from .assembly import NormalEquations, _threaded, build_tables, time_pairs
@@ -111,12 +111,38 @@ class StreamingSnapshots:
             check_readable(path)
             try:
                 ds = xr.open_dataset(path)
+            except MemoryError:
+                raise
             except Exception as exc:  # netCDF4/HDF5 raise many types for unreadable files
-                raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {type(exc).__name__}") from None
+                raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {_reason(exc)}") from None
         if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
             raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
-        grid = grid_from_dataset(ds, "density", leading=("time",))
-        return cls(grid, np.asarray(ds["time"].values, dtype=float), ds["density"].variable)
+        import weakref
+
+        from ..core.validation import numeric_times
+
+        try:
+            grid = grid_from_dataset(ds, "density", leading=("time",))
+            out = cls(grid, numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}"),
+                      ds["density"].variable)
+        except BaseException:
+            ds.close()
+            raise
+        out._close = weakref.finalize(out, ds.close)  # closed by close(), when collected, or at exit
+        return out
+
+    def close(self) -> None:
+        """Close the file opened by :meth:`open` (copies made by :meth:`normalize` share it)."""
+        if getattr(self, "_close", None) is not None:
+            self._close()
+        if getattr(self, "_parent", None) is not None:
+            self._parent.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     @property
     def dt(self) -> float:
@@ -140,6 +166,7 @@ class StreamingSnapshots:
     def normalize(self, chunk: int = 8) -> "StreamingSnapshots":
         """Scale every snapshot to unit mass (one pass over the data, done lazily afterwards)."""
         out = StreamingSnapshots(self.grid, self.times, self.values)
+        out._parent = self  # the file stays open while the copy is used
         mass = np.concatenate([self.grid.integrate(self.read(s, min(s + chunk, self.n_times)))
                                for s in range(0, self.n_times, chunk)])
         if np.any(mass <= 0):
@@ -151,6 +178,14 @@ class StreamingSnapshots:
         """Consecutive overlapping blocks of ``chunk + 1`` snapshots (``chunk`` time pairs each)."""
         for start in range(0, self.n_times - 1, chunk):
             yield self.read(start, min(start + chunk + 1, self.n_times))
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for an exception from a file reader (:func:`fpirl.core._errors.reason`)."""
+    msg = " ".join(str(exc).split())
+    if "did not find a match" in msg or "Unknown file format" in msg:
+        return "not a netCDF file"
+    return reason(exc)
 
 
 def _pad(values: np.ndarray, periodic: bool) -> np.ndarray:
