@@ -60,6 +60,8 @@ DEFAULT_CHUNK_BYTES = 1 << 28
 #: threads for the passes over the data (the elementwise loops release the GIL)
 _SLAB_BYTES = 1 << 20
 _SPARSE_PATTERN_BYTES = 1 << 29
+#: most memory for the POD modes of :meth:`NormalOperator._compress` before it streams instead
+_MODE_BYTES = 1 << 28
 
 
 class StreamingSnapshots:
@@ -294,32 +296,34 @@ class NormalOperator:
 
     # --- products ---------------------------------------------------------------------------
     def _compress(self, rtol: float) -> None:
-        """Replace the snapshots by the POD "pseudo-snapshots" ``q_m = sum_k U_km pbar_k``.
+        """Replace the snapshots by POD "pseudo-snapshots" ``q_m`` with ``sum_m q_m q_m^T = Pbar^T Pbar``.
 
-        With ``G = Pbar Pbar^T = U Lambda U^T`` (the ``K x K`` Gram matrix of the time pairs, one
-        streamed pass over pairs of chunks), ``sum_k Xi(pbar_k)^T Xi(pbar_k) =
-        sum_m Xi(q_m)^T Xi(q_m)`` exactly because ``Xi`` is linear and ``U`` orthogonal; modes with
-        ``lambda_m < rtol lambda_max`` change ``A`` by less than ``rtol`` relative and are dropped.
-        Smooth Fokker-Planck data need ~11 of 19 modes at ``rtol = 1e-13``. The ``r x n_nodes``
-        modes stay in memory; later products with ``A`` no longer read the data.
+        ``sum_k Xi(pbar_k)^T Xi(pbar_k)`` depends on the time pairs only through ``Pbar^T Pbar``
+        (``Xi`` is linear), so any rows ``Q`` with ``Q^T Q = Pbar^T Pbar`` give the same ``A``.
+        They are built incrementally, one streamed pass over the chunks: with ``Q`` the modes so
+        far (orthogonal rows) and ``P`` the next chunk, ``M = [Q; P]`` has the small Gram matrix
+        ``M M^T = V Lambda V^T`` and ``Q' = V^T M`` satisfies ``Q'^T Q' = M^T M = Q^T Q + P^T P``;
+        rows with ``lambda_m < rtol lambda_max`` are dropped (each changes ``A`` by less than
+        ``rtol`` relative). Time is linear in the number of snapshots and memory holds one chunk
+        plus the modes (smooth Fokker-Planck data need a few tens at ``rtol = 1e-13``). Should the
+        modes outgrow :data:`_MODE_BYTES` (noisy data of high rank), compression is abandoned and
+        every product with ``A`` streams the snapshots instead (same ``A``, memory still one chunk).
         """
-        chunks = list(range(0, self.source.n_times - 1, self.chunk))
-        K = self.source.n_times - 1
-        G = np.zeros((K, K))
-        for i, (_, (pi, _)) in zip(chunks, self._pbar_chunks()):
-            pi = pi.reshape(pi.shape[0], -1)
-            for j, (_, (pj, _)) in zip(chunks, self._pbar_chunks()):
-                if j >= i:
-                    G[i : i + len(pi), j : j + len(pj)] = pi @ pj.reshape(pj.shape[0], -1).T
-        G = np.triu(G) + np.triu(G, 1).T
-        lam, vec = scipy.linalg.eigh(G)
-        keep = lam > rtol * lam[-1]
-        vec = vec[:, keep]
-        Q = np.zeros((vec.shape[1], self.grid.size))
-        for i, (_, (pi, _)) in zip(chunks, self._pbar_chunks()):
-            Q += vec[i : i + len(pi)].T @ pi.reshape(pi.shape[0], -1)
+        n = self.grid.size
+        max_modes = max(1, _MODE_BYTES // (8 * n))
+        Q = np.zeros((0, n))
+        for _, (pbar, _) in self._pbar_chunks():
+            M = np.concatenate([Q, pbar.reshape(pbar.shape[0], -1)])
+            lam, vec = scipy.linalg.eigh(M @ M.T)
+            if not lam[-1] > 0:
+                continue
+            keep = lam > rtol * lam[-1]
+            if np.count_nonzero(keep) > max_modes:
+                self._modes, self.n_modes = None, None
+                return
+            Q = vec[:, keep].T @ M
         self._modes = Q.reshape((-1,) + self.shape)
-        self.n_modes = int(vec.shape[1])
+        self.n_modes = int(Q.shape[0])
 
     def matvec(self, c: np.ndarray) -> np.ndarray:
         """``A c`` (flat): one pass over the snapshots (or over the POD modes, see :meth:`_compress`)."""
