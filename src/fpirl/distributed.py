@@ -412,21 +412,24 @@ def _open_lazy(path):
 def _stream_task(span, path, opts):
     from .io.netcdf import density_from_dataset
 
+    from .io._files import load_or_error
+
     with _open_lazy(path) as ds:
-        part = density_from_dataset(ds.isel(time=slice(*span)))  # reads only this chunk
+        part = density_from_dataset(load_or_error(ds.isel(time=slice(*span)), path))  # reads only this chunk
     return _assemble_values(part.values, part.times, part.grid, *opts)
 
 
 def stream_header(path):
     """``(DensitySnapshots of the first two snapshots, number of snapshots)`` of a density file, read lazily."""
     from .core.validation import numeric_times
+    from .io._files import load_or_error
     from .io.netcdf import density_from_dataset
 
     with _open_lazy(path) as ds:
         if "time" not in ds.dims:
             raise FpirlInputError(f"{str(path)!r} has no 'time' dimension")
         n = int(ds.sizes["time"])
-        head = density_from_dataset(ds.isel(time=slice(0, 2)))
+        head = density_from_dataset(load_or_error(ds.isel(time=slice(0, 2)), path))
         times = numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}")
     steps = np.diff(times)
     if n < 2 or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):

@@ -301,6 +301,17 @@ def _open_netcdf(path: Path) -> xr.Dataset:
         raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {msg}") from None
 
 
+def load_or_error(data, path):
+    """``data.load()`` (an xarray object read lazily from ``path``), or a one-line
+    :class:`FpirlInputError` when the stored data cannot be decoded (a corrupt or truncated chunk)."""
+    try:
+        return data.load()
+    except (FpirlInputError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # zarr codecs, HDF5 and netCDF4 raise many types for corrupt chunks
+        raise FpirlInputError(f"cannot read {str(path)!r}: corrupt or unreadable data ({reason(exc)})") from None
+
+
 def _version() -> str:
     from .._version import __version__
 

@@ -130,6 +130,7 @@ class StreamingSnapshots:
         except BaseException:
             ds.close()
             raise
+        out.path = path
         out._close = weakref.finalize(out, ds.close)  # closed by close(), when collected, or at exit
         return out
 
@@ -156,7 +157,14 @@ class StreamingSnapshots:
 
     def read(self, start: int, stop: int) -> np.ndarray:
         """Snapshots ``start:stop`` as a float array (scaled to unit mass after :meth:`normalize`)."""
-        v = np.asarray(self.values[start:stop], dtype=float)
+        try:
+            v = np.asarray(self.values[start:stop], dtype=float)
+        except (FpirlInputError, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a corrupt chunk of a lazily read file (zarr codecs, HDF5)
+            where = f" of {str(self.path)!r}" if getattr(self, "path", None) else ""
+            raise FpirlInputError(f"cannot read snapshots {start}-{stop - 1}{where}: corrupt or unreadable data "
+                                  f"({reason(exc)})") from None
         if not np.all(np.isfinite(v)):
             raise FpirlInputError("density contains NaN or infinite values")
         if np.any(v < 0):
