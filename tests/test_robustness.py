@@ -109,3 +109,134 @@ def test_cluster_without_workers_is_one_line_not_a_hang(monkeypatch, capfd):
             fd.run_tasks(abs, [-1], scheduler=client)
         assert time.monotonic() - t0 < 10
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_scheduler_address_on_the_command_line_is_exit_2(tmp_path, capsys, small_density):
+    from fpirl.cli import main
+
+    for address in ("tcp://", ":notaport", "ucx://h:1"):
+        assert main(["fit", str(small_density), "-o", str(tmp_path / "r.nc"), "--beta", "4", "--no-progress",
+                     "--scheduler", address]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("fpirl: error:"), err
+
+
+# --------------------------------------------------------------------------------------------
+# time axes, unbounded loops
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def snapshots():
+    from fpirl.problems.synthetic import Problem
+
+    return Problem(1, "periodic", steps=8).snapshots(16)
+
+
+@pytest.fixture(scope="module")
+def small_density(snapshots, tmp_path_factory):
+    from fpirl.io import write_density
+
+    return write_density(tmp_path_factory.mktemp("dens") / "d.nc", snapshots)
+
+
+def test_datetime_time_axis_is_refused_with_how_to_convert(snapshots, tmp_path):
+    from fpirl.distributed import stream_header
+    from fpirl.io import density_dataset, read_density
+    from fpirl.weakform.matfree import StreamingSnapshots
+
+    ds = density_dataset(snapshots)
+    ds = ds.assign_coords(time=np.datetime64("2024-01-01") + np.arange(ds.sizes["time"]) * np.timedelta64(1, "D"))
+    path = tmp_path / "dates.nc"
+    ds.to_netcdf(path)  # CF-encoded 'days since ...': read back as datetime64
+    for read in (read_density, StreamingSnapshots.open, stream_header):
+        with pytest.raises(FpirlInputError, match=r"holds dates .*numeric model time.*hours since the first"):
+            read(path)
+
+
+def test_spectral_solver_refuses_a_huge_potential_instead_of_running_for_ever():
+    from fpirl.forward import SpectralSolver
+
+    solver = SpectralSolver([-1.0], [1.0], 32, lambda x: 1e200 * np.sin(np.pi * x), 4.0)
+    t0 = time.monotonic()
+    with pytest.raises(FpirlInputError, match="too steep for the spectral solver"):
+        list(solver.run(lambda x: 1.0 + 0 * x[..., 0], [0.0, 0.1]))
+    assert time.monotonic() - t0 < 5
+
+
+def test_transition_kernel_of_huge_dt_is_uniform_and_quick():
+    from fpirl.core.grid import Grid
+    from fpirl.mdp.transition import _kernel_1d
+
+    for boundary in ("periodic", "reflecting"):
+        axis = Grid([-1.0], [1.0], [16], boundary=boundary).axes[0]
+        t0 = time.monotonic()
+        K = _kernel_1d(axis, np.array([-0.3, 0.5]), 1e5, "moment")  # sigma of dt = 1e9 (nanoseconds as time)
+        assert time.monotonic() - t0 < 2
+        np.testing.assert_allclose(K, 0.5, rtol=1e-9)  # the uniform density on a box of length 2
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------
+def _read(path, **kw):
+    from fpirl.tracks.reading import read_tracks
+
+    return read_tracks(path, track="id", time="t", state="x", **kw)
+
+
+@pytest.mark.parametrize("engine", ["auto", "pandas"])
+def test_empty_track_id_in_csv_is_an_error(tmp_path, engine):
+    path = tmp_path / "e.csv"
+    path.write_text("id,t,x\n1,0,0.1\n1,1,0.2\n,2,0.3\n2,0,0.1\n2,1,0.2\n")
+    with pytest.raises(FpirlInputError, match="'id' \\(track\\) has an? (empty|missing) value at row 3"):
+        _read(path, engine=engine)
+
+
+def test_dates_and_booleans_in_tables_are_errors(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    (tmp_path / "d.csv").write_text("id,t,x\n1,2020-01-01 00:00:00,0.1\n1,2020-01-01 00:00:01,0.2\n")
+    with pytest.raises(FpirlInputError, match="non-numeric value '2020-01-01 00:00:00'.*numeric model time"):
+        _read(tmp_path / "d.csv")
+    (tmp_path / "b.csv").write_text("id,t,x\n1,0,True\n1,1,False\n2,0,True\n2,1,True\n")
+    with pytest.raises(FpirlInputError, match="'x' holds true/false values"):
+        _read(tmp_path / "b.csv", engine="pandas")
+    t = pd.to_datetime(["2020-01-01", "2020-01-02"] * 2)
+    pd.DataFrame({"id": [1, 1, 2, 2], "t": t, "x": [0.1, 0.2, 0.3, 0.4]}).to_parquet(tmp_path / "d.parquet")
+    with pytest.raises(FpirlInputError, match="'t' holds dates.*numeric model time"):
+        _read(tmp_path / "d.parquet")
+    pd.DataFrame({"id": [1, 1, 2, 2], "t": [0.0, 1, 0, 1], "x": [True, False, True, True]}).to_parquet(
+        tmp_path / "b.parquet")
+    with pytest.raises(FpirlInputError, match="'x' holds true/false values"):
+        _read(tmp_path / "b.parquet")
+
+
+def test_corrupt_parquet_page_is_a_one_line_input_error(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "c.parquet"
+    n = 2000
+    pd.DataFrame({"id": np.repeat(np.arange(20), n // 20), "t": np.tile(np.arange(n // 20.0), 20),
+                  "x": np.random.default_rng(0).random(n)}).to_parquet(path, compression="zstd")
+    raw = bytearray(path.read_bytes())
+    raw[200:1200] = bytes(1000)  # zero the data pages, keep the footer
+    path.write_bytes(bytes(raw))
+    with pytest.raises(FpirlInputError, match="cannot read .* as Parquet") as err:
+        _read(path)
+    assert "\n" not in str(err.value)
+
+
+def test_huge_values_without_bounds_say_to_give_bounds(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("id,t,x\n1,0,-1e308\n1,1,1e308\n2,0,0\n2,1,1\n")
+    with pytest.raises(FpirlInputError, match="too wide for a box.*give bounds explicitly"):
+        _read(path)
+
+
+def test_column_name_too_long_for_netcdf_fails_before_the_fit(tmp_path):
+    from fpirl.tracks.reading import read_tracks
+
+    name = "x" * 100_000
+    path = tmp_path / "long.csv"
+    path.write_text(f"id,t,{name}\n1,0,0.1\n1,1,0.2\n")
+    with pytest.raises(FpirlInputError, match="column name too long for netCDF"):
+        read_tracks(path, track="id", time="t", state=name)

@@ -53,6 +53,11 @@ def save_figure(fig: Figure, path, dpi: int = 100) -> Path:
     return _save(fig, path, dpi)
 
 
+def _plain(text) -> str:
+    """User text (file and axis names) shown as typed: a ``$`` would start matplotlib's mathtext."""
+    return str(text).replace("$", r"\$")
+
+
 def _save(fig: Figure, path, dpi: int = 100) -> Path:
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
@@ -146,7 +151,7 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
     if d == 1:
         a = grid.axes[0]
         ax.plot(a.nodes, values, label=label)
-        ax.set_xlabel(a.name)
+        ax.set_xlabel(_plain(a.name))
         ax.set_xlim(a.lower, a.upper)
         ax.grid(True, alpha=0.3)
     elif d == 2:
@@ -159,8 +164,8 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
             a1.nodes[-1] + a1.spacing / 2,
         ]
         im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, **kw)
-        ax.set_xlabel(f"{a0.name} ({a0.role})")
-        ax.set_ylabel(f"{a1.name} ({a1.role})")
+        ax.set_xlabel(_plain(f"{a0.name} ({a0.role})"))
+        ax.set_ylabel(_plain(f"{a1.name} ({a1.role})"))
         fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
     elif d in (3, 4):
         outer, inner = nested_grid_layout(grid)
@@ -358,7 +363,7 @@ def plot_result(result, path) -> Path:
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     beta = result.attrs.get("beta")
-    sup = f"fpirl result: {grid!r}"
+    sup = _plain(f"fpirl result: {grid!r}")
     if beta is not None:
         sup += f", beta = {float(beta):.4g}"
         if "beta_lower" in result.attrs and "beta_upper" in result.attrs:
@@ -381,7 +386,7 @@ def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)", refere
     npanel = 1 if zoom is None else 2
     fig = Figure(figsize=(5.5 * npanel, 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, npanel))
-    axes[0].plot(times, kl, marker=".", label=label)
+    axes[0].plot(times, kl, marker=".", label=_plain(label))
     axes[0].set_title("KL divergence")
     if reference is not None and np.isfinite(reference) and reference > 0:
         axes[0].axhline(reference, color="k", ls="--", lw=1, label=f"data change KL(p_last || p_first) = {reference:.3g}")
@@ -398,7 +403,7 @@ def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)", refere
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(_plain(title), fontsize=9)
     return _save(fig, path)
 
 

@@ -318,11 +318,18 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         )
     if lower is None:
         lo, hi = x.min(axis=0), x.max(axis=0)
-        span = hi - lo
+        with np.errstate(over="ignore"):  # +-1e308: checked below
+            span = hi - lo
         if np.any(span <= 0):
             j = int(np.flatnonzero(span <= 0)[0])
             raise FpirlInputError(f"axis {names[j]!r} is constant ({lo[j]:g}) in the data: give bounds explicitly")
-        lower, upper = lo - margin * span, hi + margin * span
+        with np.errstate(over="ignore", invalid="ignore"):
+            lower, upper = lo - margin * span, hi + margin * span
+        huge = ~(np.isfinite(lower) & np.isfinite(upper))
+        if np.any(huge):  # e.g. values of +-1e308: the range itself overflows
+            j = int(np.flatnonzero(huge)[0])
+            raise FpirlInputError(f"axis {names[j]!r} spans [{lo[j]:g}, {hi[j]:g}] in the data: too wide for a box "
+                                  "(it overflows); give bounds explicitly (--bounds) or rescale the column")
 
     segment = np.cumsum(~link) - 1
     new_track = np.zeros(codes.size, dtype=np.int64)
