@@ -240,3 +240,129 @@ def test_column_name_too_long_for_netcdf_fails_before_the_fit(tmp_path):
     path.write_text(f"id,t,{name}\n1,0,0.1\n1,1,0.2\n")
     with pytest.raises(FpirlInputError, match="column name too long for netCDF"):
         read_tracks(path, track="id", time="t", state=name)
+
+
+# --------------------------------------------------------------------------------------------
+# files: corrupt chunks, odd attrs, full disks, messages
+# --------------------------------------------------------------------------------------------
+def test_corrupt_zarr_chunk_is_a_one_line_input_error(snapshots, tmp_path):
+    pytest.importorskip("zarr")
+    from fpirl.distributed import stream_normal_equations
+    from fpirl.io import density_dataset, read_density
+    from fpirl.weakform.matfree import StreamingSnapshots
+
+    path = tmp_path / "c.zarr"
+    density_dataset(snapshots).chunk({"time": 4}).to_zarr(path)
+    chunk = sorted(p for p in (path / "density").rglob("*") if p.is_file() and not p.name.startswith((".", "zarr")))[0]
+    raw = chunk.read_bytes()
+    chunk.write_bytes(raw[: len(raw) // 2])  # a truncated, undecodable chunk
+    for read in (read_density, lambda p: StreamingSnapshots.open(p).read(0, 9), lambda p: stream_normal_equations(p, 3)):
+        with pytest.raises(FpirlInputError, match="corrupt or unreadable data") as err:
+            read(path)
+        assert "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def result_file(tmp_path_factory, small_density):
+    from fpirl.cli import main
+
+    out = tmp_path_factory.mktemp("res") / "r.nc"
+    assert main(["fit", str(small_density), "-o", str(out), "--beta", "4", "--hermite-elements", "3",
+                 "--no-progress"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"beta": "four"}, "attr 'beta' must be a number"),
+    ({"hermite_elements": "three"}, "'hermite_elements' is missing or inconsistent"),
+    ({"nan": True}, "no finite value"),
+])
+def test_result_with_text_attrs_or_all_nan_is_exit_2(result_file, tmp_path, capsys, change, match):
+    import xarray as xr
+
+    from fpirl.cli import main
+
+    with xr.open_dataset(result_file) as ds:
+        ds = ds.load()
+    if change.pop("nan", False):
+        ds["potential"][:] = np.nan
+    ds.attrs.update(change)
+    bad = tmp_path / "bad.nc"
+    ds.to_netcdf(bad)
+    for argv in (["plot", str(bad), "-o", str(tmp_path / "p.png")],
+                 ["simulate", str(bad), "--steps", "2", "-o", str(tmp_path / "s.nc"), "--no-progress"]):
+        code = main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        if "hermite" in match and argv[0] == "plot":
+            continue  # plotting does not need the Hermite elements
+        assert code == 2 and len(err) == 1 and match in err[0], (argv[0], err)
+
+
+def test_disk_full_is_said_in_those_words_and_leaves_no_file(snapshots, tmp_path, monkeypatch):
+    import xarray as xr
+
+    from fpirl.io import _files, write_density
+
+    monkeypatch.setattr(_files, "_free_bytes", lambda d: 1000.0)  # refused before writing
+    with pytest.raises(FpirlRuntimeError, match="disk full"):
+        write_density(tmp_path / "a.nc", snapshots)
+
+    def hdf_error(self, *a, **k):  # what netCDF4 says when the disk fills up during the write
+        raise RuntimeError("NetCDF: HDF error")
+
+    monkeypatch.setattr(_files, "_check_free_space", lambda p, n: None)
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", hdf_error)
+    with pytest.raises(FpirlRuntimeError, match="disk full"):
+        write_density(tmp_path / "a.nc", snapshots)
+    monkeypatch.setattr(_files, "_free_bytes", lambda d: 1e12)  # plenty of room: a real HDF error stays one
+    with pytest.raises(RuntimeError, match="HDF error"):
+        write_density(tmp_path / "a.nc", snapshots)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_memory_error_message_keeps_its_unit(small_density, tmp_path, monkeypatch, capsys):
+    import xarray as xr
+
+    from fpirl.cli import main
+    from fpirl.core._errors import reason
+
+    msg = "Unable to allocate 298. MiB for an array with shape (39062500,) and data type float64"
+    assert reason(MemoryError(msg)) == msg
+    assert reason(ValueError("First sentence. Second one.")) == "First sentence"
+
+    def oom(*a, **k):
+        raise MemoryError(msg)
+
+    monkeypatch.setattr(xr, "open_dataset", oom)
+    assert main(["fit", str(small_density), "-o", str(tmp_path / "r.nc"), "--beta", "4", "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "out of memory" in err[0] and "298. MiB" in err[0], err
+
+
+def test_netcdf_open_error_says_why_not_just_the_type(tmp_path):
+    from fpirl.weakform.matfree import StreamingSnapshots
+
+    path = tmp_path / "junk.nc"
+    path.write_bytes(b"this is not a netCDF file at all" * 10)
+    with pytest.raises(FpirlInputError) as err:
+        StreamingSnapshots.open(path)
+    assert "not a netCDF file" in str(err.value) or "ValueError" not in str(err.value), str(err.value)
+
+
+def test_dollar_signs_in_file_names_do_not_break_compare(snapshots, tmp_path, capsys):
+    from fpirl.cli import main
+    from fpirl.io import write_density
+
+    data = write_density(tmp_path / "run_$x^$.nc", snapshots)  # not valid mathtext: '^' needs an exponent
+    sim = write_density(tmp_path / "sim $a_$.nc", snapshots)
+    assert main(["compare", str(data), str(sim), "-o", str(tmp_path / "kl $y$.png")]) == 0, capsys.readouterr().err
+    assert (tmp_path / "kl $y$.png").stat().st_size > 0
+
+
+def test_adequacy_summary_of_pure_diffusion_has_no_nan():
+    from fpirl.evaluation.adequacy import HelmholtzCheck
+
+    check = HelmholtzCheck()
+    check.fraction_, check.interval_, check.n_tracks_, check.drift_names_ = np.nan, (np.nan, np.nan), 5, ("x",)
+    text = check.summary()
+    assert "nan" not in text.lower() and "no drift" in text
