@@ -366,3 +366,92 @@ def test_adequacy_summary_of_pure_diffusion_has_no_nan():
     check.fraction_, check.interval_, check.n_tracks_, check.drift_names_ = np.nan, (np.nan, np.nan), 5, ("x",)
     text = check.summary()
     assert "nan" not in text.lower() and "no drift" in text
+
+
+# --------------------------------------------------------------------------------------------
+# signals, open files
+# --------------------------------------------------------------------------------------------
+def test_sigterm_during_the_write_removes_the_temporary_file(small_density, tmp_path, monkeypatch, capsys):
+    import os
+    import signal
+
+    import xarray as xr
+
+    from fpirl.cli import main
+
+    real = xr.Dataset.to_netcdf
+
+    def killed_while_writing(self, path, *a, **k):
+        real(self, path, *a, **k)  # the temporary file exists now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", killed_while_writing)
+    before = signal.getsignal(signal.SIGTERM)
+    code = main(["fit", str(small_density), "-o", str(tmp_path / "r.nc"), "--beta", "4", "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and err == ["fpirl: error: terminated (SIGTERM)"], err
+    assert list(tmp_path.iterdir()) == []  # neither the result nor .r.nc.*.tmp
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored after main(argv)
+
+
+def test_interrupt_before_the_command_runs_is_one_line(monkeypatch, capsys):
+    import fpirl.cli as cli
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)  # Ctrl-C while the options are set up
+    assert cli.main(["fit", "x.nc", "-o", "y.nc"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == ["fpirl: error: interrupted"]
+
+
+def test_signal_swallowed_by_a_destructor_still_fails_the_run(monkeypatch, capsys):
+    import os
+    import signal
+
+    import fpirl.cli as cli
+
+    class Closes:
+        def __del__(self):  # a KeyboardInterrupt raised here is printed and ignored by Python
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def command(args):
+        Closes()
+        return 0
+
+    monkeypatch.setattr(cli, "SUBCOMMANDS", [(n, h, a, command if n == "plot" else r) for n, h, a, r in cli.SUBCOMMANDS])
+    assert cli.main(["plot", "r.nc", "-o", "p.png"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == ["fpirl: error: interrupted"]  # no 'Exception ignored'
+
+
+
+def test_sigterm_to_a_real_process_is_one_line_and_exit_1(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time, fpirl.cli as c\n"
+            "def slow(args):\n    print('ready', flush=True); time.sleep(30); return 0\n"
+            "c.SUBCOMMANDS = [(n, h, a, slow if n == 'demo' else r) for n, h, a, r in c.SUBCOMMANDS]\n"
+            "sys.exit(c.main())\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", code, "demo"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and err.strip().splitlines() == ["fpirl: error: terminated (SIGTERM)"], err
+
+
+def test_streaming_snapshots_close_their_file(small_density):
+    from fpirl.weakform.matfree import StreamingSnapshots
+
+    with StreamingSnapshots.open(small_density) as lazy:
+        normed = lazy.normalize()
+        assert lazy._close.alive
+    assert not lazy._close.alive
+    normed.close()  # closing twice is harmless

@@ -101,16 +101,25 @@ class _Signals:
         self.received = signum
         raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
+    def _unraisable(self, info):
+        if isinstance(info.exc_value, KeyboardInterrupt) and self.received is not None:
+            return  # our own signal, raised inside a destructor: remembered, reported once by main
+        self._old_hook(info)
+
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old[sig] = signal.signal(sig, self._handler)
+        self._old_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         return self
 
     def __exit__(self, *exc):
         return False
 
     def restore(self, quiet: bool) -> None:
+        if getattr(self, "_old_hook", None) is not None and sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._old_hook
         for sig, old in self._old.items():
             signal.signal(sig, signal.SIG_IGN if quiet else old)
         self._old = {}
