@@ -89,7 +89,7 @@ class StreamingSnapshots:
         if np.any(steps <= 0) or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
             raise FpirlInputError("snapshot times must be strictly increasing and uniformly spaced")
         self.grid, self.times, self.values = grid, times, values
-        self._scale = None
+        self._normalized = False
 
     @classmethod
     def from_snapshots(cls, snapshots: DensitySnapshots) -> "StreamingSnapshots":
@@ -169,19 +169,19 @@ class StreamingSnapshots:
             raise FpirlInputError("density contains NaN or infinite values")
         if np.any(v < 0):
             raise FpirlInputError(f"density has negative values (min {v.min():.3g})")
-        if self._scale is not None:
-            v = v * self._scale[start:stop].reshape((-1,) + (1,) * self.grid.ndim)
+        if self._normalized:
+            mass = np.atleast_1d(self.grid.integrate(v))
+            if np.any(mass <= 0):
+                raise FpirlInputError("a density snapshot has zero total mass")
+            v = v * (1.0 / mass).reshape((-1,) + (1,) * self.grid.ndim)
         return v
 
-    def normalize(self, chunk: int = 8) -> "StreamingSnapshots":
-        """Scale every snapshot to unit mass (one pass over the data, done lazily afterwards)."""
+    def normalize(self, chunk: int | None = None) -> "StreamingSnapshots":
+        """The snapshots scaled to unit mass, each as it is read (no extra pass over the data;
+        ``chunk`` is accepted for compatibility and unused)."""
         out = StreamingSnapshots(self.grid, self.times, self.values)
         out._parent = self  # the file stays open while the copy is used
-        mass = np.concatenate([self.grid.integrate(self.read(s, min(s + chunk, self.n_times)))
-                               for s in range(0, self.n_times, chunk)])
-        if np.any(mass <= 0):
-            raise FpirlInputError("a density snapshot has zero total mass")
-        out._scale = 1.0 / mass
+        out._normalized = True
         return out
 
     def pair_chunks(self, chunk: int) -> Iterator[np.ndarray]:
@@ -203,6 +203,34 @@ def _pad(values: np.ndarray, periodic: bool) -> np.ndarray:
     d = values.ndim - 1
     q = np.moveaxis(values, 0, -1)
     return np.pad(q, [(1, 1)] * d + [(0, 0)], mode="wrap" if periodic else "constant")
+
+
+class _IncrementalPOD:
+    """Rows ``Q`` with ``Q^T Q = sum of P^T P`` over the blocks ``P`` added (see
+    :meth:`NormalOperator._compress`); gives up (``modes`` returns None) past :data:`_MODE_BYTES`."""
+
+    def __init__(self, n: int, rtol: float):
+        self.rtol, self.Q, self.fed, self.full = float(rtol), np.zeros((0, n)), False, False
+        self.max_modes = max(1, _MODE_BYTES // (8 * n))
+
+    def add(self, block: np.ndarray) -> None:
+        self.fed = True
+        if self.full:
+            return
+        M = np.concatenate([self.Q, block.reshape(block.shape[0], -1)])
+        lam, vec = scipy.linalg.eigh(M @ M.T)
+        if not lam[-1] > 0:
+            return
+        keep = lam > self.rtol * lam[-1]
+        if np.count_nonzero(keep) > self.max_modes:
+            self.full, self.Q = True, None
+            return
+        self.Q = vec[:, keep].T @ M
+
+    def modes(self, shape):
+        if self.full:
+            return None, None
+        return self.Q.reshape((-1,) + tuple(shape)), int(self.Q.shape[0])
 
 
 class NormalOperator:
@@ -247,10 +275,15 @@ class NormalOperator:
         per_snapshot = 8 * self.grid.size * 6  # block, pbar, padded copy, r, temporary
         self.chunk = int(max(1, min(source.n_times - 1, chunk_bytes // per_snapshot)))
         self.n_matvec = 0
-        self.rhs = self._right_hand_sides()
         self._modes, self.n_modes = None, None
-        if compress is not None:
-            self._compress(compress)
+        self._pod = None if compress is None else _IncrementalPOD(self.grid.size, compress)
+        self.rhs = self._right_hand_sides()  # feeds the POD in the same pass over the data
+        if self._pod is not None:
+            if self._pod.fed:
+                self._modes, self.n_modes = self._pod.modes(self.shape)
+            else:  # a subclass with its own right-hand sides
+                self._compress(compress)
+            self._pod = None
 
     # --- coefficient <-> (j, l) band --------------------------------------------------------
     # U and W are stored interleaved, shape (3, n_1, 3, n_2, ..., 3, n_d): entry [l_1, j_1, ...].
@@ -317,21 +350,10 @@ class NormalOperator:
         modes outgrow :data:`_MODE_BYTES` (noisy data of high rank), compression is abandoned and
         every product with ``A`` streams the snapshots instead (same ``A``, memory still one chunk).
         """
-        n = self.grid.size
-        max_modes = max(1, _MODE_BYTES // (8 * n))
-        Q = np.zeros((0, n))
+        pod = _IncrementalPOD(self.grid.size, rtol)
         for _, (pbar, _) in self._pbar_chunks():
-            M = np.concatenate([Q, pbar.reshape(pbar.shape[0], -1)])
-            lam, vec = scipy.linalg.eigh(M @ M.T)
-            if not lam[-1] > 0:
-                continue
-            keep = lam > rtol * lam[-1]
-            if np.count_nonzero(keep) > max_modes:
-                self._modes, self.n_modes = None, None
-                return
-            Q = vec[:, keep].T @ M
-        self._modes = Q.reshape((-1,) + self.shape)
-        self.n_modes = int(Q.shape[0])
+            pod.add(pbar)
+        self._modes, self.n_modes = pod.modes(self.shape)
 
     def matvec(self, c: np.ndarray) -> np.ndarray:
         """``A c`` (flat): one pass over the snapshots (or over the POD modes, see :meth:`_compress`)."""
@@ -416,6 +438,8 @@ class NormalOperator:
         trace = 0.0
         marg = Marginals(self.shape)
         for _, (pbar, pdot) in self._pbar_chunks():
+            if self._pod is not None:
+                self._pod.add(pbar)
             trace += self._trace_term(pbar, trace_mats)
             marg.add(pbar)
             g = apply_along_axes(pdot, mass)
@@ -461,7 +485,7 @@ class NormalOperator:
         s0, s1, s2 = pbar, None, None  # no mark, one mark (first of a < a'), both marks
         for b in range(d):
             m = [mats[b][k] for k in ((0, 0), (1, 0), (0, 1), (1, 1))]
-            ap = lambda M, x: np.moveaxis(np.tensordot(M, x, axes=([1], [1 + b])), 0, 1 + b)  # noqa: E731
+            ap = lambda M, x: apply_along_axis(x, 1 + b, M)  # noqa: E731 - one GEMM, no transposed copies
             n2 = ap(m[3], s0)  # both marks on this axis
             if s1 is not None:
                 n2 += 2.0 * ap(m[2], s1)  # second mark here: (a, a') and (a', a) give equal traces
