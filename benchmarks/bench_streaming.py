@@ -137,9 +137,12 @@ def child(path: str, mode: str, n_first: int, out: str) -> None:
     print(json.dumps({"seconds": seconds, "peak_mb": peak, "modes": modes}))
 
 
-def _run_child(path, mode, n_first, out, timeout):
+def _run_child(path, mode, n_first, out, timeout, threads=1):
     cmd = [sys.executable, __file__, "--child", str(path), mode, str(n_first), str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    env = dict(os.environ)
+    if threads:
+        env.update({k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if res.returncode:
         raise RuntimeError(res.stderr[-2000:])
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -152,6 +155,9 @@ def main(argv=None):
     ap.add_argument("--check", type=int, default=0, help="fit the first K snapshots in memory and compare psi")
     ap.add_argument("--gram", type=int, nargs="*", default=[], help="also time the former Gram compression at K")
     ap.add_argument("--timeout", type=float, default=1200.0)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="BLAS threads of the fits (default 1: on a shared, busy machine multithreaded OpenBLAS "
+                    "spin-waits and runs several times slower; 0 leaves the environment as it is)")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -165,13 +171,13 @@ def main(argv=None):
             t0 = time.perf_counter()
             generate(path, k)
             print(f"generated {path} ({path.stat().st_size / 1e9:.2f} GB) in {time.perf_counter() - t0:.1f} s")
-        r = _run_child(path, "stream", 0, args.dir / f"psi_stream_{k}.npy", args.timeout)
+        r = _run_child(path, "stream", 0, args.dir / f"psi_stream_{k}.npy", args.timeout, args.threads)
         print(f"K={k}: streamed fit {r['seconds']:.1f} s, peak RSS {r['peak_mb']:.0f} MB, {r['modes']} POD modes")
         if k in args.gram:
-            g = _run_child(path, "gram", 0, args.dir / f"psi_gram_{k}.npy", args.timeout)
+            g = _run_child(path, "gram", 0, args.dir / f"psi_gram_{k}.npy", args.timeout, args.threads)
             print(f"K={k}: former Gram compression {g['seconds']:.1f} s, peak RSS {g['peak_mb']:.0f} MB")
         if k == args.check:
-            m = _run_child(path, "memory", k, args.dir / f"psi_memory_{k}.npy", args.timeout)
+            m = _run_child(path, "memory", k, args.dir / f"psi_memory_{k}.npy", args.timeout, args.threads)
             a, b = np.load(args.dir / f"psi_stream_{k}.npy"), np.load(args.dir / f"psi_memory_{k}.npy")
             rel = np.abs(a - b).max() / np.abs(b).max()
             print(f"K={k}: in-memory assembled fit {m['seconds']:.1f} s, peak RSS {m['peak_mb']:.0f} MB; "

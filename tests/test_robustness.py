@@ -455,3 +455,29 @@ def test_streaming_snapshots_close_their_file(small_density):
         assert lazy._close.alive
     assert not lazy._close.alive
     normed.close()  # closing twice is harmless
+
+
+# --------------------------------------------------------------------------------------------
+# streaming compression
+# --------------------------------------------------------------------------------------------
+def test_incremental_pod_gives_the_streamed_operator_and_gives_up_past_its_budget(monkeypatch):
+    from fpirl.core.density import DensitySnapshots
+    from fpirl.core.grid import Grid
+    from fpirl.core.hermite import HermiteSpace
+    from fpirl.weakform import matfree
+
+    rng = np.random.default_rng(3)
+    grid = Grid([-1.0, -1.0], [1.0, 1.0], [6, 5], boundary="periodic")
+    values = 1.0 + 0.3 * rng.random((40, *grid.shape))  # noisy: the time pairs have full rank (30 nodes)
+    s = DensitySnapshots(grid, 0.1 * np.arange(40), values)
+    H = HermiteSpace.on_grid(grid, 2)
+    c = rng.standard_normal(H.n_coef)
+    streamed = matfree.NormalOperator(s, H, chunk_bytes=1, compress=None)  # no compression: the oracle
+    pod = matfree.NormalOperator(s, H, chunk_bytes=8 * 6 * 30 * 3, compress=1e-13)  # 3 pairs per chunk
+    assert pod.n_modes == grid.size  # rank 30 < 39 pairs, built over 13 chunks
+    ref = streamed.matvec(c)
+    np.testing.assert_allclose(pod.matvec(c), ref, rtol=1e-10, atol=1e-12 * np.abs(ref).max())
+    monkeypatch.setattr(matfree, "_MODE_BYTES", 8 * grid.size * 10)  # room for 10 modes only
+    capped = matfree.NormalOperator(s, H, chunk_bytes=8 * 6 * 30 * 3, compress=1e-13)
+    assert capped.n_modes is None  # streams every product instead
+    np.testing.assert_allclose(capped.matvec(c), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())

@@ -190,6 +190,24 @@ class StreamingSnapshots:
             yield self.read(start, min(start + chunk + 1, self.n_times))
 
 
+def _along(x: np.ndarray, axis: int, M: np.ndarray) -> np.ndarray:
+    """``M`` applied to ``axis`` of a block of snapshots: one large GEMM (``tensordot``) and a view.
+
+    For ``(K, n, ...)`` blocks this is several times faster than the batched small GEMMs of
+    :func:`fpirl.core._tensor.apply_along_axis` on a busy machine (measured 0.23 s vs 2.7 s for
+    ``549 x 101 x 101``, axis 1, two shared cores).
+    """
+    return np.moveaxis(np.tensordot(M, x, axes=([1], [axis])), 0, axis)
+
+
+def _along_axes(x: np.ndarray, mats) -> np.ndarray:
+    """``(M_1 kron ... kron M_d)`` on the trailing axes of a block of snapshots (see :func:`_along`)."""
+    lead = x.ndim - len(mats)
+    for i, M in enumerate(mats):
+        x = _along(x, lead + i, M)
+    return np.ascontiguousarray(x)
+
+
 def _reason(exc: BaseException) -> str:
     """One line for an exception from a file reader (:func:`fpirl.core._errors.reason`)."""
     msg = " ".join(str(exc).split())
@@ -214,10 +232,19 @@ class _IncrementalPOD:
         self.max_modes = max(1, _MODE_BYTES // (8 * n))
 
     def add(self, block: np.ndarray) -> None:
+        """Fold the rows of ``block`` in, a few at a time: with ``r`` modes, ``s`` rows cost
+        ``(r + s)^2 n`` for the Gram matrix and an ``(r + s)``-square ``eigh``, so sub-blocks of about
+        ``max(64, r)`` rows keep both small (the whole chunk at once: ~4x the flops, and a slow eigh)."""
         self.fed = True
-        if self.full:
-            return
-        M = np.concatenate([self.Q, block.reshape(block.shape[0], -1)])
+        block = block.reshape(block.shape[0], -1)
+        start = 0
+        while start < block.shape[0] and not self.full:
+            stop = start + max(64, self.Q.shape[0])
+            self._fold(block[start:stop])
+            start = stop
+
+    def _fold(self, rows: np.ndarray) -> None:
+        M = np.concatenate([self.Q, rows])
         lam, vec = scipy.linalg.eigh(M @ M.T)
         if not lam[-1] > 0:
             return
@@ -442,10 +469,10 @@ class NormalOperator:
                 self._pod.add(pbar)
             trace += self._trace_term(pbar, trace_mats)
             marg.add(pbar)
-            g = apply_along_axes(pdot, mass)
+            g = _along_axes(pdot, mass)
             c = np.zeros_like(pbar)
             for a in range(d):
-                c += apply_along_axes(pbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(self.tables)])
+                c += _along_axes(pbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(self.tables)])
             gg += float(np.vdot(g, g))
             gc += float(np.vdot(g, c))
             cc += float(np.vdot(c, c))
@@ -485,7 +512,7 @@ class NormalOperator:
         s0, s1, s2 = pbar, None, None  # no mark, one mark (first of a < a'), both marks
         for b in range(d):
             m = [mats[b][k] for k in ((0, 0), (1, 0), (0, 1), (1, 1))]
-            ap = lambda M, x: apply_along_axis(x, 1 + b, M)  # noqa: E731 - one GEMM, no transposed copies
+            ap = lambda M, x: _along(x, 1 + b, M)  # noqa: E731
             n2 = ap(m[3], s0)  # both marks on this axis
             if s1 is not None:
                 n2 += 2.0 * ap(m[2], s1)  # second mark here: (a, a') and (a', a) give equal traces
