@@ -98,10 +98,11 @@ def test_local_cluster_listens_on_loopback_only():
 
 def test_cluster_without_workers_is_one_line_not_a_hang(monkeypatch, capfd):
     distributed = pytest.importorskip("distributed")
+    import fpirl._dask
     import fpirl.distributed as fd
 
-    monkeypatch.setattr(fd, "NO_WORKER_TIMEOUT", 0.5)
-    monkeypatch.setattr(fd, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(fpirl._dask, "NO_WORKER_TIMEOUT", 0.5)
+    monkeypatch.setattr(fpirl._dask, "POLL_SECONDS", 0.1)
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster) as client:
         t0 = time.monotonic()
