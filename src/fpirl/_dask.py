@@ -238,3 +238,13 @@ def _lost(exc) -> FpirlRuntimeError:
     why = re.search(r"reason: ([\w-]+)", str(exc))
     return FpirlRuntimeError("lost the Dask cluster: its tasks were cancelled"
                              + (f" ({why.group(1)})" if why else "") + "; check the scheduler and re-run")
+
+
+def replicate(client, futures) -> None:
+    """``client.replicate(futures)`` (a copy of the shared data on every worker), bounded like :func:`gather`."""
+    try:
+        client.sync(client._replicate, list(futures), callback_timeout=GATHER_TIMEOUT)
+    except TimeoutError:
+        raise FpirlRuntimeError(f"lost the Dask cluster: data not replicated within {GATHER_TIMEOUT:g} s") from None
+    except _cancelled_errors() as exc:
+        raise _lost(exc) from None

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ._dask import (CONNECT_TIMEOUT, GATHER_TIMEOUT, NO_WORKER_TIMEOUT, POLL_SECONDS,  # noqa: F401 - public here
-                    _import_distributed, check_scheduler, dask_client, gather, probe_scheduler, wait_for)
+                    _import_distributed, check_scheduler, dask_client, gather, probe_scheduler, replicate,
+                    wait_for)
 from .core._errors import FpirlInputError
 
 #: Snapshots per chunk of the density map-reduce (the chunks overlap by one snapshot).
@@ -66,7 +67,7 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
                 handles = [client.submit(_identity, s, pure=False, retries=TASK_RETRIES) for s in shared]
             if handles and len(client.scheduler_info()["workers"]) > 1:
                 wait_for(client, handles)
-                client.replicate(handles)
+                replicate(client, handles)
             futures = client.map(fn, items, *[[h] * len(items) for h in handles], pure=True, retries=TASK_RETRIES)
             if reduce is not None:
                 total = futures[0]
