@@ -19,7 +19,8 @@ from fpirl.core._errors import FpirlInputError, FpirlRuntimeError
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("address, match", [
     ("tcp://", "tcp://HOST:PORT"), (":notaport", "tcp://HOST:PORT"), ("tcp://host:99999", "port 1-65535"),
-    ("ucx://host:1234", "ucx:// transport is not supported"), ("inproc://x", "inproc:// transport is not supported"),
+    ("ucx://host:1234", "ucx:// transport is not supported"),
+    ("inproc://192.0.2.2/1/1", "inproc:// transport is not supported"),  # not served in this process
 ])
 def test_malformed_or_unsupported_scheduler_is_refused(address, match):
     from fpirl.distributed import check_scheduler

@@ -44,8 +44,8 @@ _SUPPORTED_SCHEMES = ("tcp", "tls")
 
 def check_scheduler(scheduler):
     """``None``, ``'local'``, ``'tcp://HOST:PORT'``, ``'tls://HOST:PORT'`` or a Client; anything
-    else (another scheme such as ``ucx://`` or ``inproc://``, no host, no port, a port that is not a
-    number) is a one-line :class:`FpirlInputError`."""
+    else (another scheme such as ``ucx://``, an ``inproc://`` address not served in this process,
+    no host, no port, a port that is not a number) is a one-line :class:`FpirlInputError`."""
     import re
 
     if scheduler is None or not isinstance(scheduler, str):
@@ -53,6 +53,8 @@ def check_scheduler(scheduler):
     if scheduler == "local":
         return scheduler
     m = re.fullmatch(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", scheduler.strip())
+    if m and m.group(1).lower() == "inproc" and _inproc_listener(scheduler.strip()):
+        return scheduler.strip()  # a cluster of threads in this very process (tests, notebooks)
     if m and m.group(1).lower() not in _SUPPORTED_SCHEMES:
         raise FpirlInputError(f"scheduler address {scheduler!r}: the {m.group(1)}:// transport is not supported; "
                               "use 'local', tcp://HOST:PORT or tls://HOST:PORT")
@@ -62,6 +64,16 @@ def check_scheduler(scheduler):
         raise FpirlInputError(f"scheduler must be 'local' or an address like tcp://HOST:PORT (port 1-65535), "
                               f"got {scheduler!r}")
     return scheduler.strip()
+
+
+def _inproc_listener(address: str) -> bool:
+    """Whether ``inproc://...`` names a scheduler listening in this process (only then can it work)."""
+    try:
+        from distributed.comm.inproc import global_manager
+
+        return global_manager.get_listener_for(address.split("://", 1)[1]) is not None
+    except Exception:  # no dask, or a malformed inproc address
+        return False
 
 
 def _tls_security(distributed, address: str):
@@ -158,7 +170,7 @@ def dask_client(scheduler, n_workers: int | None = None, processes: bool = True)
         security = None
         if scheduler.startswith("tls://"):
             security = _tls_security(distributed, scheduler)
-        else:
+        elif scheduler.startswith("tcp://"):
             probe_scheduler(scheduler)
         try:
             client = distributed.Client(scheduler, timeout=f"{CONNECT_TIMEOUT:g}s", security=security)
