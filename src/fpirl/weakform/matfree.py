@@ -172,6 +172,11 @@ class NormalOperator:
         if self._pod is not None:
             if self._pod.fed:
                 self._modes, self.n_modes = self._pod.modes(self.shape)
+                # tr A = sum_k pbar_k^T T pbar_k = sum_m q_m^T T q_m (Q^T Q = Pbar^T Pbar): from the modes,
+                # or, when the POD gave up (noisy data), one more pass over the snapshots
+                mats = self._trace_matrices()
+                parts = [self._modes] if self._modes is not None else (p for _, (p, _) in self._pbar_chunks())
+                self.trace = float(sum(self._trace_term(p, mats) for p in parts))
             else:  # a subclass with its own right-hand sides
                 self._compress(compress)
             self._pod = None
@@ -329,9 +334,10 @@ class NormalOperator:
         trace = 0.0
         marg = Marginals(self.shape)
         for _, (pbar, pdot) in self._pbar_chunks():
-            if self._pod is not None:
+            if self._pod is not None:  # the trace then follows from the modes (see __init__)
                 self._pod.add(pbar)
-            trace += self._trace_term(pbar, trace_mats)
+            else:
+                trace += self._trace_term(pbar, trace_mats)
             marg.add(pbar)
             g = _along_axes(pdot, mass)
             c = np.zeros_like(pbar)
