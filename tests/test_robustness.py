@@ -254,7 +254,7 @@ def test_corrupt_zarr_chunk_is_a_one_line_input_error(snapshots, tmp_path):
     from fpirl.weakform.matfree import StreamingSnapshots
 
     path = tmp_path / "c.zarr"
-    density_dataset(snapshots).chunk({"time": 4}).to_zarr(path)
+    density_dataset(snapshots).chunk({"time": 4}).to_zarr(path, consolidated=False)
     chunk = sorted(p for p in (path / "density").rglob("*") if p.is_file() and not p.name.startswith((".", "zarr")))[0]
     raw = chunk.read_bytes()
     chunk.write_bytes(raw[: len(raw) // 2])  # a truncated, undecodable chunk
