@@ -22,9 +22,7 @@ imported only when a scheduler is used.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
-import os
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -33,10 +31,14 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from ._dask import (CONNECT_TIMEOUT, GATHER_TIMEOUT, NO_WORKER_TIMEOUT, POLL_SECONDS,  # noqa: F401 - public here
+                    _import_distributed, check_scheduler, dask_client, gather, probe_scheduler, replicate,
+                    wait_for)
 from .core._errors import FpirlInputError
 from .core.density import DensitySnapshots
 from .core.hermite import HermiteSpace
-from .io._files import check_readable
+from .core.validation import numeric_times
+from .io._files import check_readable, load_or_error
 from .io._zarr import is_zarr, open_zarr
 from .io.netcdf import density_from_dataset
 from .weakform.assembly import NormalEquations, assemble_normal_equations
@@ -48,51 +50,6 @@ DEFAULT_SNAPSHOT_CHUNK = 64
 DEFAULT_TRANSITION_CHUNK = 1 << 18
 #: Retries of a task whose worker died.
 TASK_RETRIES = 3
-
-
-def _import_distributed():
-    try:
-        import distributed
-    except ImportError:
-        raise FpirlInputError("a Dask scheduler needs dask.distributed: pip install 'fpirl[dask]'") from None
-    return distributed
-
-
-def check_scheduler(scheduler):
-    """``None``, ``'local'``, ``'tcp://HOST:PORT'`` or a Client; anything else is a one-line error."""
-    if scheduler is None or not isinstance(scheduler, str):
-        return scheduler
-    if scheduler == "local" or scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://")):
-        return scheduler
-    raise FpirlInputError(f"scheduler must be 'local' or a scheduler address like tcp://HOST:PORT, got {scheduler!r}")
-
-
-@contextlib.contextmanager
-def dask_client(scheduler, n_workers: int | None = None, processes: bool = True):
-    """A ``distributed.Client`` for ``scheduler`` (module doc); a cluster it started is closed on exit.
-
-    ``'local'`` starts ``n_workers`` single-threaded workers (default: the CPU count, at most 4),
-    processes or (``processes=False``) threads.
-    """
-    scheduler = check_scheduler(scheduler)
-    distributed = _import_distributed()
-    if isinstance(scheduler, distributed.Client):
-        yield scheduler
-        return
-    if scheduler == "local":
-        n = n_workers or min(4, os.cpu_count() or 1)
-        loopback = {"host": "127.0.0.1"} if processes else {}  # threads talk in-process
-        with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
-                                      dashboard_address=":0", **loopback) as cluster, \
-                distributed.Client(cluster) as client:
-            yield client
-        return
-    try:
-        client = distributed.Client(scheduler, timeout="20s")
-    except (OSError, TimeoutError) as exc:
-        raise FpirlInputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
-    with client:
-        yield client
 
 
 def _identity(x):
@@ -119,19 +76,15 @@ def run_tasks(fn, items, *, scheduler=None, n_jobs: int | None = None, progress:
                 warnings.filterwarnings("ignore", message="Sending large graph")
                 handles = [client.submit(_identity, s, pure=False, retries=TASK_RETRIES) for s in shared]
             if handles and len(client.scheduler_info()["workers"]) > 1:
-                _import_distributed().wait(handles)
-                client.replicate(handles)
+                wait_for(client, handles)
+                replicate(client, handles)
             futures = client.map(fn, items, *[[h] * len(items) for h in handles], pure=True, retries=TASK_RETRIES)
             if reduce is not None:
                 total = futures[0]
                 for f in futures[1:]:
                     total = client.submit(reduce, total, f, pure=True, retries=TASK_RETRIES)
                 futures = [total]
-            if progress:
-                distributed = _import_distributed()
-                for _ in tqdm(distributed.as_completed(futures), total=len(futures), desc=desc, leave=False):
-                    pass
-            out = client.gather(futures)
+            out = gather(client, futures, progress=progress, desc=desc)
             return out[0] if reduce is not None else out
     if n_jobs is not None and n_jobs > 1 and len(items) > 1:
         # forkserver: no fork of a process that may run threads (BLAS, tqdm, an in-process Dask cluster)
@@ -235,7 +188,7 @@ def _open_lazy(path):
 
 def _stream_task(span, path, opts):
     with _open_lazy(path) as ds:
-        part = density_from_dataset(ds.isel(time=slice(*span)))  # reads only this chunk
+        part = density_from_dataset(load_or_error(ds.isel(time=slice(*span)), path))  # reads only this chunk
     return _assemble_values(part.values, part.times, part.grid, *opts)
 
 
@@ -245,8 +198,8 @@ def stream_header(path):
         if "time" not in ds.dims:
             raise FpirlInputError(f"{str(path)!r} has no 'time' dimension")
         n = int(ds.sizes["time"])
-        head = density_from_dataset(ds.isel(time=slice(0, 2)))
-        times = np.asarray(ds["time"].values, dtype=float)
+        head = density_from_dataset(load_or_error(ds.isel(time=slice(0, 2)), path))
+        times = numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}")
     steps = np.diff(times)
     if n < 2 or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
         raise FpirlInputError(f"{str(path)!r}: the 'time' coordinate must be uniformly spaced with at least 2 snapshots")

@@ -12,10 +12,12 @@ Exit codes: 0 success, 2 bad input or usage (one line ``fpirl: error: ...`` on s
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import warnings
 
-from ..core._errors import FpirlInputError
+from ..core._errors import FpirlInputError, FpirlRuntimeError
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one_line, _Parser
 from .benchmark import add_benchmark_arguments, cmd_benchmark
 from .commands import (add_compare_arguments, add_demo_arguments, add_plot_arguments, add_simulate_arguments,
@@ -87,33 +89,107 @@ _INPUT_ERRORS = (FpirlInputError, FileNotFoundError, FileExistsError, IsADirecto
                  PermissionError)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every cleanup (temporary files, clusters) runs."""
+
+
+class _Signals:
+    """SIGINT and SIGTERM raise :class:`KeyboardInterrupt` (resp. :class:`_Terminated`) and are
+    remembered, so that one swallowed by a destructor (``Exception ignored in __del__``) still
+    ends the run with a non-zero exit. After the run (``quiet``) further signals are ignored, so
+    that interpreter shutdown never prints a traceback."""
+
+    def __init__(self):
+        self.received = None
+        self._old = {}
+
+    def _handler(self, signum, frame):
+        self.received = signum
+        raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    def _unraisable(self, info):
+        if isinstance(info.exc_value, KeyboardInterrupt) and self.received is not None:
+            return  # our own signal, raised inside a destructor: remembered, reported once by main
+        self._old_hook(info)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handler)
+        self._old_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def restore(self, quiet: bool) -> None:
+        if getattr(self, "_old_hook", None) is not None and sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._old_hook
+        for sig, old in self._old.items():
+            signal.signal(sig, signal.SIG_IGN if quiet else old)
+        self._old = {}
+
+
 def main(argv=None) -> int:
-    """Entry point of the ``fpirl`` console script; returns the exit code."""
-    argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))  # --bounds -1:1,... as typed
-    debug = "--debug" in argv
-    parser = build_parser(_requested_command(argv))
+    """Entry point of the ``fpirl`` console script; returns the exit code.
+
+    SIGINT and SIGTERM at any time end the run with one line and exit code 1 (a file being
+    written is removed, as on any failure).
+    """
+    command_line = argv is None
+    signals = _Signals()
+    code = EXIT_FAILURE
     try:
-        args = parser.parse_args(argv)
-    except UsageError as exc:
-        _error(exc)
-        return EXIT_USAGE
-    except SystemExit as exc:  # --help / --version
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
-    debug = debug or getattr(args, "debug", False)
+        with signals:
+            code = _main(argv, signals)
+    except KeyboardInterrupt as exc:  # a signal between the handlers and _main's own try
+        _error("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted")
+        code = EXIT_FAILURE
+    finally:
+        signals.restore(quiet=command_line)
+    return code
+
+
+def _main(argv, signals) -> int:
+    debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
     old_format = warnings.formatwarning
-    if not debug:
-        warnings.formatwarning = _warning_one_line
     try:
-        return int(args.func(args) or EXIT_OK)
+        argv = join_negative_values(sys.argv[1:] if argv is None else list(argv))  # --bounds -1:1,... as typed
+        parser = build_parser(_requested_command(argv))
+        try:
+            args = parser.parse_args(argv)
+        except UsageError as exc:
+            _error(exc)
+            return EXIT_USAGE
+        except SystemExit as exc:  # --help / --version
+            return exc.code if isinstance(exc.code, int) else EXIT_OK
+        debug = debug or getattr(args, "debug", False)
+        if not debug:
+            warnings.formatwarning = _warning_one_line
+        code = int(args.func(args) or EXIT_OK)
+        if signals.received is not None:  # a signal swallowed inside a destructor
+            raise _Terminated() if signals.received == signal.SIGTERM else KeyboardInterrupt()
+        return code
     except (UsageError, *_INPUT_ERRORS) as exc:
         if debug:
             raise
         _error(exc)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if debug:
             raise
-        _error("interrupted")
+        _error("terminated (SIGTERM)" if isinstance(exc, _Terminated) else "interrupted")
+        return EXIT_FAILURE
+    except FpirlRuntimeError as exc:  # disk full, a lost cluster: the message says it all
+        if debug:
+            raise
+        _error(exc)
+        return EXIT_FAILURE
+    except MemoryError as exc:
+        if debug:
+            raise
+        _error(f"out of memory: {exc}" if str(exc) else "out of memory")
         return EXIT_FAILURE
     except Exception as exc:
         if debug:

@@ -147,6 +147,7 @@ def _density_source(args):
     lazy = StreamingSnapshots.open(args.data)
     if 8.0 * lazy.n_times * lazy.grid.size > STREAM_BYTES and args.solver != "assembled" and args.scheduler is None:
         return lazy
+    lazy.close()
     return read_density(args.data)
 
 

@@ -46,6 +46,24 @@ def _nodal(grid: Grid, values, name: str, lead: int = 0, shape=None) -> np.ndarr
     return values
 
 
+def numeric_times(values, what: str = "time") -> np.ndarray:
+    """``values`` as float64 model times, or a one-line error for dates, durations and text.
+
+    Datetime and timedelta values would otherwise become nanoseconds (``dt = 1e9`` for daily
+    snapshots), which no model time scale means.
+    """
+    values = np.asarray(values)
+    if values.dtype.kind in "Mm":
+        kind = "dates" if values.dtype.kind == "M" else "durations"
+        raise FpirlInputError(
+            f"{what} holds {kind} ({values.dtype}); fpirl needs numeric model time: convert it to plain numbers in "
+            "the unit you mean, e.g. hours since the first snapshot ((t - t[0]) / np.timedelta64(1, 'h')), and "
+            "store them without a CF 'units: ... since ...' attribute")
+    if values.dtype.kind not in "iuf":
+        raise FpirlInputError(f"{what} must be numeric model time, got values of type {values.dtype}")
+    return values.astype(float)
+
+
 def positive(value, name: str) -> float:
     """``value`` as a positive finite float."""
     try:

@@ -227,6 +227,10 @@ class HelmholtzCheck(BaseEstimator):
         """One line for the CLI."""
         self._check_fitted()
         lo, hi = self.interval_
-        text = (f"non-gradient fraction of the drift of {', '.join(self.drift_names_)}: {self.fraction_:.3f} "
-                f"({100 * self.level:.0f}% bootstrap interval over {self.n_tracks_} tracks: {lo:.3f}-{hi:.3f})")
+        if not np.isfinite(self.fraction_):
+            return (f"no drift of {', '.join(self.drift_names_)} detectable above the noise (pure diffusion?): "
+                    "the non-gradient fraction is undefined, nothing to check")
+        interval = (f"{100 * self.level:.0f}% bootstrap interval over {self.n_tracks_} tracks: {lo:.3f}-{hi:.3f}"
+                    if np.isfinite(lo) and np.isfinite(hi) else f"no bootstrap interval: {self.n_tracks_} tracks")
+        text = f"non-gradient fraction of the drift of {', '.join(self.drift_names_)}: {self.fraction_:.3f} ({interval})"
         return text

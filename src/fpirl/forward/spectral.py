@@ -12,6 +12,11 @@ from ..core._errors import FpirlInputError
 from ..core.validation import positive
 from ._common import _ForwardSolver, _bounds, _per_axis
 
+#: Most RK4 steps between two output times before :class:`SpectralSolver` refuses (a result with a
+#: potential of huge magnitude would otherwise need ~1e200 steps and never finish).
+MAX_STEPS_PER_INTERVAL = 100_000
+
+
 def _trig_matrix(x: np.ndarray, lower: float, length: float, m: int) -> np.ndarray:
     """Matrix ``E`` (``len(x) x m``) with ``E @ samples`` = trigonometric interpolant at ``x``.
 
@@ -134,6 +139,9 @@ class SpectralSolver(_ForwardSolver):
         kmax = 2.0 * np.pi / self.length * (np.array(self.points) // 2)
         div = self._irfft(sum(ik * self._rfft(g) for ik, g in zip(self._ik, self._grad)))
         self.drift_rate = float(sum(km * np.max(np.abs(g)) for km, g in zip(kmax, self._grad)) + np.max(np.abs(div)))
+        if not np.isfinite(self.drift_rate):
+            raise FpirlInputError("the potential is too steep for the spectral solver (its gradient overflows); "
+                                  "check the result (coefficients of huge magnitude?)")
         if max_step is None:
             cfl = float(cfl)
             if not (np.isfinite(cfl) and cfl > 0):
@@ -186,7 +194,14 @@ class SpectralSolver(_ForwardSolver):
         return self._irfft(state)
 
     def _advance(self, state, interval):
-        n = max(1, math.ceil(interval / self.max_step * (1.0 - 1e-12))) if np.isfinite(self.max_step) else 1
+        n = max(1.0, math.ceil(interval / self.max_step * (1.0 - 1e-12))) if np.isfinite(self.max_step) else 1
+        if n > MAX_STEPS_PER_INTERVAL:  # RK4 is only stable below max_step: refuse instead of running for ages
+            raise FpirlInputError(
+                f"the potential is too steep for the spectral solver: {n:.3g} internal steps per output interval "
+                f"(stable step {self.max_step:.3g} for drift rate {self.drift_rate:.3g}), more than "
+                f"{MAX_STEPS_PER_INTERVAL:,}; check the result (coefficients of huge magnitude?) or ask for closer "
+                "output times")
+        n = int(n)
         h = interval / n
         for _ in range(n):
             state = self._step(state, h)

@@ -12,9 +12,11 @@ from typing import Callable, Sequence
 import numpy as np
 import xarray as xr
 
-from ..core._errors import FpirlInputError
+from ..core._errors import FpirlInputError, FpirlRuntimeError, reason
 from ..core.grid import BOUNDARIES, ROLES, Grid
 from .._version import __version__
+import shutil
+import errno
 
 NETCDF_SUFFIXES = (".nc", ".nc4", ".netcdf", ".cdf")
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -97,7 +99,63 @@ def _to_netcdf_atomic(ds: xr.Dataset, path) -> Path:
         raise FpirlInputError(
             f"cannot write {str(path)!r}: unknown file type {path.suffix or '(none)'!r}, use a .nc file"
         )
-    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, mode="w"))
+    check_netcdf_names([*map(str, ds.variables), *map(str, ds.dims)], "variable or axis name")
+    check_netcdf_names(ds.attrs, "attribute name")
+    _check_free_space(path, ds.nbytes)
+
+    def write(tmp):
+        try:
+            ds.to_netcdf(tmp, mode="w")
+        except Exception as exc:
+            if _disk_full(exc, tmp, ds.nbytes):
+                raise FpirlRuntimeError(f"disk full: cannot write {str(path)!r} "
+                                        f"({_free_bytes(path.parent) / 2**20:.1f} MiB free)") from None
+            raise
+
+    return atomic_write(path, write)
+
+
+#: netCDF's limit on the length of a name in bytes (NC_MAX_NAME)
+NETCDF_MAX_NAME = 256
+
+
+def check_netcdf_names(names, what: str = "name") -> None:
+    """One-line error for a name netCDF cannot store (longer than :data:`NETCDF_MAX_NAME` bytes).
+
+    Call it on column names before a fit, so that the error comes before the work, not at the write.
+    """
+    for name in names:
+        n = len(str(name).encode("utf-8", "surrogatepass"))
+        if n > NETCDF_MAX_NAME:
+            raise FpirlInputError(f"{what} {str(name)[:30]!r}... is {n} bytes long: column name too long for netCDF "
+                                  f"(at most {NETCDF_MAX_NAME}); rename it")
+
+
+def _free_bytes(directory) -> float:
+
+    try:
+        return float(shutil.disk_usage(directory).free)
+    except OSError:
+        return float("inf")
+
+
+def _check_free_space(path: Path, nbytes: int) -> None:
+    """Refuse before writing when the destination's file system has less room than the data."""
+    free = _free_bytes(path.parent)
+    if free < nbytes:
+        raise FpirlRuntimeError(f"disk full: {str(path)!r} needs about {nbytes / 2**20:.1f} MiB, "
+                                f"{free / 2**20:.1f} MiB free")
+
+
+def _disk_full(exc: BaseException, tmp, nbytes: int) -> bool:
+    """Whether a failed write ran out of space (ENOSPC, or netCDF's bare 'HDF error' on a full disk)."""
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "HDF error" in str(exc) or "No space left" in str(exc):
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else 0
+        return _free_bytes(Path(tmp).parent) < max(nbytes - written, 0) + (1 << 20)
+    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,14 +291,26 @@ def _open_netcdf(path: Path) -> xr.Dataset:
     try:
         with xr.open_dataset(path) as ds:
             return ds.load()
-    except FpirlInputError:
+    except (FpirlInputError, MemoryError):
         raise
     except Exception as exc:  # netCDF4/HDF5/xarray raise many types for corrupt files
         msg = " ".join(str(exc).split())
         if "did not find a match" in msg or "Unknown file format" in msg:
             msg = "not a netCDF file"
-        msg = msg.split(". ")[0][:200] or type(exc).__name__
+        msg = reason(msg) if msg != "not a netCDF file" else msg
+        msg = msg or type(exc).__name__
         raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {msg}") from None
+
+
+def load_or_error(data, path):
+    """``data.load()`` (an xarray object read lazily from ``path``), or a one-line
+    :class:`FpirlInputError` when the stored data cannot be decoded (a corrupt or truncated chunk)."""
+    try:
+        return data.load()
+    except (FpirlInputError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # zarr codecs, HDF5 and netCDF4 raise many types for corrupt chunks
+        raise FpirlInputError(f"cannot read {str(path)!r}: corrupt or unreadable data ({reason(exc)})") from None
 
 
 def _version() -> str:

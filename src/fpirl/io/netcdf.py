@@ -32,11 +32,13 @@ import xarray as xr
 
 from ..core._errors import FpirlInputError
 from ._files import (NETCDF_SUFFIXES, TABLE_SUFFIXES, _attr_value, _open_netcdf, _to_netcdf_atomic, _version,
+                     load_or_error,
                      atomic_path, atomic_write, check_output_path, data_kind, grid_coords, grid_from_dataset)
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
 from ._zarr import is_zarr, open_zarr
+from ..core.validation import numeric_times
 
 __all__ = [
     "NETCDF_SUFFIXES",
@@ -74,10 +76,8 @@ def density_from_dataset(ds: xr.Dataset) -> DensitySnapshots:
     grid = grid_from_dataset(ds, "density", leading=("time",))
     if "time" not in ds.coords:
         raise FpirlInputError("density dataset has no 'time' coordinate with the snapshot times")
-    try:
-        times = np.asarray(ds["time"].values, dtype=float)
-    except (TypeError, ValueError):
-        raise FpirlInputError("'time' coordinate must be numeric (model time units, not dates)") from None
+
+    times = numeric_times(ds["time"].values, "the 'time' coordinate")
     values = np.asarray(ds["density"].values)
     if not np.issubdtype(values.dtype, np.number) or np.issubdtype(values.dtype, np.complexfloating):
         raise FpirlInputError(f"density must be real numbers, got dtype {values.dtype}")
@@ -108,7 +108,7 @@ def read_density(path) -> DensitySnapshots:
     path = Path(path)
     if is_zarr(path):
         with open_zarr(path) as ds:
-            return density_from_dataset(ds)
+            return density_from_dataset(load_or_error(ds, path))
     kind = data_kind(path)
     if kind == "table":
         raise FpirlInputError(
@@ -288,6 +288,9 @@ def read_result(path) -> xr.Dataset:
     missing = [k for k in ("beta", "boundary", "state_dims", "action_dims") if k not in ds.attrs]
     if missing:
         raise FpirlInputError(f"{str(path)!r} is not an fpirl result: missing attrs {', '.join(missing)}")
+    _float_attr(ds.attrs, "beta")  # a number (text would fail later, in the plot or the simulation)
+    if not np.any(np.isfinite(ds["potential"].values)):
+        raise FpirlInputError(f"{str(path)!r}: the result's 'potential' has no finite value (all NaN or infinite)")
     return ds
 
 
@@ -312,6 +315,15 @@ class FittedModel:
         return self.hermite.gradient(self.coef, points)
 
 
+def _float_attr(attrs, key: str) -> float:
+    """A numeric attr as a float (NaN when missing); a one-line error when it is text or an array."""
+    value = attrs.get(key, np.nan)
+    try:
+        return float(np.asarray(value).reshape(()))
+    except (TypeError, ValueError):
+        raise FpirlInputError(f"result attr {key!r} must be a number, got {str(value)[:40]!r}") from None
+
+
 def model_from_result(ds: xr.Dataset, grid: Grid | None = None) -> FittedModel:
     """Rebuild the fitted model of a result dataset (docs/formats.md) on its FE grid.
 
@@ -322,14 +334,18 @@ def model_from_result(ds: xr.Dataset, grid: Grid | None = None) -> FittedModel:
     grid = grid_from_dataset(ds, "potential") if grid is None else grid
     if "hermite_coefficients" not in ds:
         raise FpirlInputError("result has no 'hermite_coefficients' variable")
-    elements = np.asarray(ds.attrs.get("hermite_elements", []), dtype=int).ravel()
-    if elements.size != grid.ndim or np.any(elements < 1):
+    try:
+        elements = np.asarray(ds.attrs.get("hermite_elements", []), dtype=float).ravel()
+    except (TypeError, ValueError):
+        elements = np.zeros(0)  # e.g. a string attr: reported below
+    if elements.size != grid.ndim or np.any(~np.isfinite(elements)) or np.any(elements < 1) \
+            or np.any(elements != np.round(elements)):
         raise FpirlInputError("result attr 'hermite_elements' is missing or inconsistent with the grid")
-    hermite = HermiteSpace.on_grid(grid, elements)
+    hermite = HermiteSpace.on_grid(grid, elements.astype(int))
     coef = np.asarray(ds["hermite_coefficients"].values, dtype=float)
     if coef.shape != hermite.shape:
         raise FpirlInputError(f"hermite_coefficients have shape {coef.shape}, expected {hermite.shape}")
-    beta, dt = float(ds.attrs["beta"]), float(ds.attrs.get("dt", np.nan))
+    beta, dt = (_float_attr(ds.attrs, key) for key in ("beta", "dt"))
     if not (np.isfinite(beta) and beta > 0):
         raise FpirlInputError(f"result has an invalid beta ({beta})")
     if not (np.isfinite(dt) and dt > 0):

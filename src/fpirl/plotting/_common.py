@@ -17,6 +17,11 @@ def save_figure(fig: Figure, path, dpi: int = 100) -> Path:
     return _save(fig, path, dpi)
 
 
+def _plain(text) -> str:
+    """User text (file and axis names) shown as typed: a ``$`` would start matplotlib's mathtext."""
+    return str(text).replace("$", r"\$")
+
+
 def _save(fig: Figure, path, dpi: int = 100) -> Path:
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")

@@ -4,7 +4,6 @@ region without data greyed out, the policy's mode and mean marked."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure

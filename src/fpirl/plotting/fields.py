@@ -25,7 +25,7 @@ from ..core._errors import FpirlInputError
 from ..core.grid import Grid
 from ..evaluation.metrics import log_log_slope
 from ..io.netcdf import grid_from_dataset
-from ._common import _draw_cv_curve, _extend, _grey_out, _save, robust_range, save_figure, symmetric_range
+from ._common import _draw_cv_curve, _extend, _grey_out, _plain, _save, robust_range, save_figure, symmetric_range
 from .slices import plot_slices
 from .actions import draw_action_map, plot_action_result, policy_title
 from ..mdp.maps import action_maps
@@ -135,7 +135,7 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
     if d == 1:
         a = grid.axes[0]
         ax.plot(a.nodes, values, label=label)
-        ax.set_xlabel(a.name)
+        ax.set_xlabel(_plain(a.name))
         ax.set_xlim(a.lower, a.upper)
         ax.grid(True, alpha=0.3)
     elif d == 2:
@@ -150,8 +150,8 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
         im = ax.imshow(values.T, origin="lower", extent=ext, aspect="auto", cmap=cmap, **kw)
         if no_data is not None and np.any(no_data):
             _grey_out(ax, np.asarray(no_data, dtype=float).T, ext)
-        ax.set_xlabel(f"{a0.name} ({a0.role})")
-        ax.set_ylabel(f"{a1.name} ({a1.role})")
+        ax.set_xlabel(_plain(f"{a0.name} ({a0.role})"))
+        ax.set_ylabel(_plain(f"{a1.name} ({a1.role})"))
         fig.colorbar(im, ax=ax, extend=_extend(values, vlim))
     elif d in (3, 4):
         outer, inner = nested_grid_layout(grid)
@@ -319,7 +319,7 @@ def plot_result(result, path) -> Path:
     for ax in axes[n_panels:]:
         ax.set_visible(False)
     beta = result.attrs.get("beta")
-    sup = f"fpirl result: {grid!r}"
+    sup = _plain(f"fpirl result: {grid!r}")
     if len(sup) > 120:  # long grid descriptions: one line per axis group
         sup = sup.replace("], ", "],\n", 1)
     if beta is not None:
@@ -344,7 +344,7 @@ def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)", refere
     npanel = 1 if zoom is None else 2
     fig = Figure(figsize=(5.5 * npanel, 3.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, npanel))
-    axes[0].plot(times, kl, marker=".", label=label)
+    axes[0].plot(times, kl, marker=".", label=_plain(label))
     axes[0].set_title("KL divergence")
     if reference is not None and np.isfinite(reference) and reference > 0:
         axes[0].axhline(reference, color="k", ls="--", lw=1, label=f"data change KL(p_last || p_first) = {reference:.3g}")
@@ -361,7 +361,7 @@ def plot_kl(times, kl, path, zoom=None, label: str = "KL(data || model)", refere
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(_plain(title), fontsize=9)
     return _save(fig, path)
 
 

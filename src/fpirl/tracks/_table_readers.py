@@ -16,6 +16,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
+import re
 
 #: rows per block when streaming a table
 BLOCK_ROWS = 1 << 20
@@ -84,6 +85,13 @@ class _TrackCoder:
 
         if pa.types.is_dictionary(array.type):
             array = array.cast(array.type.value_type)
+        if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+            import pyarrow.compute as pc
+
+            empty = pc.fill_null(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(array)), 0), False)
+            if pc.any(empty).as_py():
+                row = row0 + int(np.flatnonzero(empty.to_numpy(zero_copy_only=False))[0]) + 1
+                raise FpirlInputError(f"column {column!r} (track) has an empty value at row {row}")
         encoded = array.dictionary_encode()
         if encoded.null_count:
             row = row0 + int(np.flatnonzero(encoded.is_null().to_numpy(zero_copy_only=False))[0]) + 1
@@ -104,10 +112,41 @@ class _TrackCoder:
         return ids
 
 
+_DATE_HINT = ("fpirl needs numeric model time: convert dates to plain numbers in the unit you mean, e.g. seconds "
+              "since the first observation")
+
+
+def _looks_like_date(value) -> bool:
+
+    return bool(re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}([T ]\d{1,2}:\d{2}(:\d{2}(\.\d*)?)?\S*)?\s*", str(value)))
+
+
+def _check_kind(kind: str, column: str) -> None:
+    """One-line error for columns fpirl would otherwise turn into numbers silently: true/false
+    values (not 0/1 positions) and dates or durations (not nanoseconds)."""
+    if kind == "b":
+        raise FpirlInputError(f"column {column!r} holds true/false values, not numbers; if 0/1 is meant, store it "
+                              "as numbers")
+    if kind in "Mm":
+        raise FpirlInputError(f"column {column!r} holds {'dates' if kind == 'M' else 'durations'}; {_DATE_HINT}")
+
+
+def _check_arrow_type(typ, column: str) -> None:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(typ):
+        _check_kind("b", column)
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ) or pa.types.is_time(typ):
+        _check_kind("M", column)
+    if pa.types.is_duration(typ):
+        _check_kind("m", column)
+
+
 def _numeric_or_error(values, column: str, row0: int) -> np.ndarray:
     """float64 array of a block, or a one-line error naming the first non-numeric value."""
     series = pd.Series(values)
-    if series.dtype.kind in "iufb":
+    _check_kind(series.dtype.kind, column)
+    if series.dtype.kind in "iuf":
         return series.to_numpy(dtype=float, na_value=np.nan)
     converted = pd.to_numeric(series, errors="coerce")
     bad = converted.isna().to_numpy() & series.notna().to_numpy()
@@ -118,6 +157,7 @@ def _numeric_or_error(values, column: str, row0: int) -> np.ndarray:
         i = int(np.flatnonzero(bad)[0])
         raise FpirlInputError(
             f"column {column!r} has a non-numeric value {str(series.iloc[i])!r} at row {row0 + i + 1}"
+            + (f"; {_DATE_HINT}" if _looks_like_date(series.iloc[i]) else "")
         )
     return converted.to_numpy(dtype=float, na_value=np.nan)
 
@@ -243,21 +283,28 @@ def read_parquet_columns(path: Path, track: str, numeric: list, progress: bool =
         msg = " ".join(str(exc).split())[:200]
         raise FpirlInputError(f"cannot read {str(path)!r} as Parquet: {msg}") from None
     _missing_columns(path, pf.schema_arrow.names, [track, *numeric])
+    for c in numeric:
+        _check_arrow_type(pf.schema_arrow.field(c).type, c)
     n = pf.metadata.num_rows
     coder = _TrackCoder()
     codes = np.empty(n, dtype=np.int64)
     cols = {c: np.empty(n) for c in numeric}
     row0 = 0
     with _progress_bar(n, progress, "reading Parquet") as bar:
-        for batch in pf.iter_batches(batch_size=BLOCK_ROWS, columns=[track, *numeric]):
-            m = batch.num_rows
-            codes[row0:row0 + m] = coder.codes_arrow(batch.column(track), row0, track)
-            for c in numeric:
-                arr = batch.column(c)
-                if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
-                    cols[c][row0:row0 + m] = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
-                else:
-                    cols[c][row0:row0 + m] = _numeric_or_error(arr.to_numpy(zero_copy_only=False), c, row0)
-            row0 += m
-            bar.update(m)
+        try:
+            for batch in pf.iter_batches(batch_size=BLOCK_ROWS, columns=[track, *numeric]):
+                m = batch.num_rows
+                codes[row0:row0 + m] = coder.codes_arrow(batch.column(track), row0, track)
+                for c in numeric:
+                    arr = batch.column(c)
+                    if pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type):
+                        cols[c][row0:row0 + m] = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+                    else:
+                        cols[c][row0:row0 + m] = _numeric_or_error(arr.to_numpy(zero_copy_only=False), c, row0)
+                row0 += m
+                bar.update(m)
+        except (pa.ArrowException, OSError) as exc:  # a corrupt data page, a truncated file
+            msg = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise FpirlInputError(f"cannot read {str(path)!r} as Parquet (corrupt data near row {row0 + 1}): "
+                                  f"{msg}") from None
     return _Columns(codes, coder.track_ids(), cols)

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core._errors import FpirlInputError
-from ..io._files import check_readable
+from ..io._files import check_netcdf_names, check_readable
 from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns, read_frame_columns,
                              read_parquet_columns)
 from ..core.grid import BOUNDARIES
@@ -61,8 +61,9 @@ ROBUST_EXTENSION = 0.5
 def robust_limits(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per column, the data range clipped to ``[q_lo - S/2, q_hi + S/2]`` with ``q_lo, q_hi`` the
     0.1% and 99.9% quantiles and ``S = q_hi - q_lo``: the default box before its margin."""
-    q_lo, q_hi = np.quantile(x, [ROBUST_QUANTILE, 1 - ROBUST_QUANTILE], axis=0)
-    ext = ROBUST_EXTENSION * (q_hi - q_lo)
+    with np.errstate(over="ignore", invalid="ignore"):  # +-1e308: an infinite span, refused by the caller
+        q_lo, q_hi = np.quantile(x, [ROBUST_QUANTILE, 1 - ROBUST_QUANTILE], axis=0)
+        ext = ROBUST_EXTENSION * (q_hi - q_lo)
     return np.maximum(x.min(axis=0), q_lo - ext), np.minimum(x.max(axis=0), q_hi + ext)
 
 
@@ -276,6 +277,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     names = states + ([f"v_{c}" for c in states] if velocity else actions)
     if len(set(names)) != len(names):
         raise FpirlInputError(f"axis names must be distinct, got {names}")
+    check_netcdf_names(names, "column name")  # they name the result's axes: refuse before the work
     roles = ["state"] * len(states) + ["action"] * (len(names) - len(states))
     lower = upper = None
     if bounds is not None:
@@ -367,11 +369,18 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         )
     if lower is None:
         lo, hi = x.min(axis=0), x.max(axis=0)  # after trimming: within the fences
-        span = hi - lo
+        with np.errstate(over="ignore"):  # +-1e308: checked below
+            span = hi - lo
         if np.any(span <= 0):
             j = int(np.flatnonzero(span <= 0)[0])
             raise FpirlInputError(f"axis {names[j]!r} is constant ({lo[j]:g}) in the data: give bounds explicitly")
-        lower, upper = lo - margin * span, hi + margin * span
+        with np.errstate(over="ignore", invalid="ignore"):
+            lower, upper = lo - margin * span, hi + margin * span
+        huge = ~(np.isfinite(lower) & np.isfinite(upper))
+        if np.any(huge):  # e.g. values of +-1e308: the range itself overflows
+            j = int(np.flatnonzero(huge)[0])
+            raise FpirlInputError(f"axis {names[j]!r} spans [{lo[j]:g}, {hi[j]:g}] in the data: too wide for a box "
+                                  "(it overflows); give bounds explicitly (--bounds) or rescale the column")
 
     segment = np.cumsum(~link) - 1
     new_track = np.zeros(codes.size, dtype=np.int64)
