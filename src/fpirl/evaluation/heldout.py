@@ -7,6 +7,9 @@ observations of one track with no missing frame (see :mod:`fpirl.tracks.steps`).
 
 The FP-IRL model's one-step predictive (paper eqs. ``SDE``, ``gaussian_transition``):
 
+* with a state-dependent mobility ``g`` (:mod:`fpirl.estimators.mobility`, result attrs
+  ``mobility_*``): ``grad psi`` below becomes ``g (grad psi - grad log g / beta)`` and the
+  variance ``2 g dt / beta``;
 * explicit actions (or no actions): the MDP transition (eq. ``mdp_transition``)
   :math:`T(s'|s,a) = \mathcal N\big(s';\ s - \nabla_s\psi(s,a)\,\Delta t,\ (2\Delta t/\beta) I\big)`
   at the observed ``(s_k, a_k)``;
@@ -65,6 +68,7 @@ class TransitionModel:
     names: tuple
     periodic: bool
     dt: float | None = None
+    mobility: object = None
 
     @classmethod
     def from_any(cls, model) -> TransitionModel:
@@ -74,18 +78,22 @@ class TransitionModel:
             return model
         import xarray as xr
 
+        mobility = getattr(model, "mobility_", None)
         if isinstance(model, xr.Dataset):
+            from ..estimators.mobility import Mobility
             from ..io.netcdf import grid_from_dataset
             from ..workflows import model_from_result
 
-            model = model_from_result(model, grid_from_dataset(model, "potential"))
+            grid = grid_from_dataset(model, "potential")
+            mobility = Mobility.from_attrs(model.attrs, grid.names)
+            model = model_from_result(model, grid)
         grid = getattr(model, "grid_", None) or getattr(model, "grid", None)
         beta = getattr(model, "beta_", None) or getattr(model, "beta", None)
         if grid is None or beta is None or not callable(getattr(model, "gradient", None)):
             raise FpirlInputError(f"cannot score {type(model).__name__}: need a fitted estimator or a result")
         dt = getattr(model, "dt_", None) or getattr(model, "dt", None)
         return cls(model.gradient, float(beta), grid.lower, grid.upper, grid.roles, grid.names, grid.periodic,
-                   None if dt is None else float(dt))
+                   None if dt is None else float(dt), mobility)
 
     @property
     def state_axes(self):
@@ -155,6 +163,13 @@ def fpirl_loglik(model, tr: Transitions) -> np.ndarray:
     S, A = model.state_axes, model.action_axes
     g = model.drift_gradient(tr.x)
     var = 2.0 * tr.dt / model.beta
+    mob = model.mobility
+    if mob is not None:  # state-dependent mobility (fpirl.estimators.mobility): drift g (-grad psi + grad log g / beta)
+        m = mob.g(tr.x)
+        glg = np.zeros_like(g)
+        glg[:, list(mob.axes)] = mob.grad_log_g(tr.x)
+        g = m[:, None] * (g - glg / model.beta)
+        var = var * m
     if tr.kind == "velocity":
         if len(A) != len(S):
             raise FpirlInputError("velocity actions need one action axis per state axis")
