@@ -117,6 +117,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     table.add_argument("--noise-correction", metavar="LAG", nargs="?", const=1, type=_lag, default=None,
                        help="increments estimator: correct psi and beta for localisation noise (alone: lag 1, "
                        "for observed coordinates; 2 for velocities differenced from noisy positions)")
+    table.add_argument("--second-lag", choices=("auto", "on", "off"), default=None,
+                       help="increments estimator: residuals correlated with the previous step's (AR(1), for "
+                       "smoothed or quantised positions; psi and beta unchanged, used by 'fpirl evaluate'); auto "
+                       "(default): kept when it wins a cross-validation over tracks by 2 standard errors")
     table.add_argument("--mobility", metavar="auto|K", type=_mobility, default=None,
                        help="increments estimator: state-dependent mobility g in front of drift and noise on the "
                        "drift axes (speed/heading-dependent noise for velocities; exp(-beta psi) stays stationary): "
@@ -125,7 +129,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
 
 
 _TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "stride", "estimator", "drift_axes",
-                  "noise_correction", "mobility")
+                  "noise_correction", "mobility", "second_lag")
 
 
 def _lag(text: str) -> int:
@@ -244,7 +248,8 @@ def _estimator_params(args, cls, tracks) -> dict:
     params = {"hermite_elements": "auto" if args.hermite_elements is None else args.hermite_elements,
               "beta": args.beta, "progress": _progress(args)}
     optional = {"ridge": args.ridge, "time_scheme": args.time_scheme, "quadrature_points": args.quadrature_points,
-                "noise_correction": args.noise_correction, "solver": args.solver, "mobility": args.mobility}
+                "noise_correction": args.noise_correction, "solver": args.solver, "mobility": args.mobility,
+                "second_lag": {"on": True, "off": False}.get(args.second_lag, args.second_lag)}
     if args.drift_axes is not None:  # the estimator resolves 'all', 'actions' and the default itself (same as the API)
         spec = args.drift_axes.strip()
         optional["drift_axes"] = spec.lower() if spec.lower() in ("all", "actions") else \
@@ -342,14 +347,14 @@ def _fit_table(args, out) -> int:
 
 
 #: options whose effect on the held-out score is measured against the defaults (tables)
-_COMPARED = ("estimator", "noise_correction", "drift_axes", "mobility")
+_COMPARED = ("estimator", "noise_correction", "drift_axes", "mobility", "second_lag")
 
 
 def _compare_options(args, cls, params, tracks) -> None:
     """With a non-default modelling option, fit the defaults too and print both held-out scores
     (:func:`fpirl.evaluation.plausibility.compare_with_default`); warn when the option scores lower."""
     given = [_flag(k) + ("" if getattr(args, k) is True else f" {getattr(args, k)}") for k in _COMPARED
-             if getattr(args, k) not in (None, 0, "increments", "auto")]
+             if getattr(args, k) not in (None, 0, "increments", "auto", "off")]
     if not given:
         return
     from ..estimators import IncrementsEstimator
@@ -387,4 +392,6 @@ def refit_options(settings: dict) -> str:
         out.append(f"--noise-correction {int(settings['noise_correction'])}")
     if "mobility_degree" in settings:
         out.append(f"--mobility {int(settings['mobility_degree'])}")
+    if "second_lag_rho" in settings:
+        out.append(f"--second-lag {'on' if float(settings['second_lag_rho']) else 'off'}")
     return " ".join(out)

@@ -179,6 +179,11 @@ class IncrementsEstimator(TrackEstimatorMixin):
         ``log g`` (0 or None: the paper's constant-beta model); ``'auto'`` (default) chooses the degree
         among 0, 1, 2 by cross-validation over whole tracks and keeps a degree above 0 only when it
         beats 0 by two paired standard errors. Not combined with ``noise_correction`` (then 0).
+    second_lag : 'auto', bool
+        Residuals correlated with the previous step's, an AR(1) coefficient ``rho``
+        (:mod:`fpirl.estimators.lag`: smoothed or quantised positions); psi, beta and the mobility are
+        unchanged, only the one-step predictive of ``evaluate`` uses ``rho``. ``'auto'`` (default) keeps it
+        when it wins a cross-validation over tracks by two paired standard errors.
 
     Attributes
     ----------
@@ -193,6 +198,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
     n_transitions_ : int
     mobility_ : Mobility or None
         The fitted mobility (None: constant, the paper's model).
+    second_lag_ : float or None
+        ``rho`` of the second lag (None: not used).
     mobility_cv_ : dict or None
         ``{degree: mean held-out log-likelihood}`` of the mobility CV (``mobility='auto'``).
     system_ : IncrementSystem
@@ -204,7 +211,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
 
     def __init__(self, hermite_elements="auto", beta=None, ridge=None, drift_axes=None, noise_correction=False,
                  walls="auto", wall_margin=WALL_MARGIN, cv_folds=5, cv_elements=None, cv_rule="min", fe_elements=None, random_state=0, progress=False, scheduler=None,
-                 mobility="auto"):
+                 mobility="auto", second_lag="auto"):
         self.hermite_elements = hermite_elements
         self.beta = beta
         self.ridge = ridge
@@ -220,6 +227,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.progress = progress
         self.scheduler = scheduler
         self.mobility = mobility
+        self.second_lag = second_lag
 
     def _drift_axes(self, tracks: TrackTable) -> list[int]:
         spec = self.drift_axes
@@ -409,6 +417,14 @@ class IncrementsEstimator(TrackEstimatorMixin):
 
         n_coef = fit_space.n_coef + (0 if self.mobility_ is None else self.mobility_.coef.size)
         self.warnings_ = warn_implausible(tracks, self.beta_, drift, n_coef, int(system.n_rows))
+        from .lag import fit_second_lag
+
+        self.second_lag_, lag_cv = fit_second_lag(self, tracks, drift, self.second_lag, int(self.cv_folds),
+                                                   self.random_state)
+        self.settings_["second_lag_rho"] = 0.0 if self.second_lag_ is None else self.second_lag_
+        self.settings_["second_lag_selection"] = "cv" if self.second_lag == "auto" else "fixed"
+        if lag_cv:
+            self.settings_["second_lag_cv_gain"] = lag_cv["gain"]
         self.settings_["mobility_degree"] = 0 if self.mobility_ is None else self.mobility_.degree
         self.settings_["mobility_selection"] = "cv" if mobility == "auto" else "fixed"
         if self.mobility_cv_:
@@ -453,6 +469,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
         (paired standard error of the difference to the best, what the '1se' rule uses)."""
         self._check_fitted()
         out = {} if getattr(self, "mobility_", None) is None else self.mobility_.to_attrs(self.grid_.names)
+        if getattr(self, "second_lag_", None) is not None:
+            out["second_lag_rho"] = float(self.second_lag_)
         if self.cv_ is None:
             return out
         cv = self.cv_

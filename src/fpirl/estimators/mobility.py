@@ -35,7 +35,10 @@ Degree by cross-validation over whole tracks (:func:`select_mobility_degree`): o
 beta and ``log g`` are fitted on the other folds (one alternation from their constant-mobility psi) and
 the held-out transitions scored; a degree above 0 is kept only when its held-out gain over degree 0 exceeds
 :data:`KEEP_SE` standard errors of the paired difference over tracks (the documented rule: the
-paper's model unless the data clearly ask for more).
+paper's model unless the data clearly ask for more). The CV runs on at most :data:`CV_SAMPLE`
+transitions (whole tracks drawn at random); the final fit uses all. Steps that may have been folded
+at a reflecting wall (mirror factor below :data:`WALL_FREE`) are left out of the fit of ``log g``: their
+smaller variance is the wall's, not the agent's.
 """
 
 from __future__ import annotations
@@ -57,6 +60,11 @@ KEEP_SE = 2.0
 #: Alternations (log g, then psi and beta) of the final fit, and of each fold's fit in the degree CV.
 ROUNDS = 2
 CV_ROUNDS = 1
+#: The degree CV runs on at most this many transitions (whole tracks drawn at random); the final fit uses all.
+CV_SAMPLE = 1 << 14
+#: Rows whose mirror-wall factor is below this on some axis (steps that may have been folded at a
+#: wall, whose variance is smaller) are left out of the fit of ``log g``.
+WALL_FREE = 0.99
 #: At least this many transitions per coefficient of log g.
 MIN_PER_COEF = 50
 
@@ -238,9 +246,11 @@ def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta
     grad = gradient(theta)
     resid = v + f * grad
     beta = beta_fixed if beta_fixed is not None else 2.0 * v.size / (dt * np.sum(resid**2))
+    away = np.all(f >= WALL_FREE, axis=1)  # log g from the steps that cannot have been folded at a wall
+    away = away if np.count_nonzero(away) >= 0.5 * away.size else None
     for _ in range(int(rounds)):
         mob = _log_g_from_residuals(mob, x, v - f * mob.g(x)[:, None] * (-grad + mob.grad_log_g(x) / beta),
-                                    beta, dt, n_drift)
+                                    beta, dt, n_drift, away)
         g, glg = mob.g(x)[:, None], mob.grad_log_g(x)
         sq = np.sqrt(g)
         theta = solve(sq * (v / g - f * glg / beta), sq * f)
@@ -302,8 +312,11 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
 
     fold_theta = {}
 
+    sel = np.arange(velocity.shape[0])
+
     def fit(deg, rows):
         theta = fold_theta[rows.size, int(rows[0])]
+        rows = sel[rows]
         if deg == 0:
             r = velocity[rows] + f[rows] * gradient(rows)(theta)
             beta = beta_fixed if beta_fixed is not None else 2.0 * r.size / (dt * np.sum(r**2))
@@ -313,6 +326,7 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
 
     def score(model, rows):
         mob, theta, beta = model
+        rows = sel[rows]
         return one_step_loglik(mob, points[rows], velocity[rows], gradient(rows)(theta), f[rows], beta, dt)
 
     n_tracks = np.unique(track).size
@@ -322,15 +336,21 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
         usable = tuple(d for d in MOBILITY_DEGREES if n_coef[d] * MIN_PER_COEF <= velocity.shape[0])
         if n_tracks < max(2, int(folds)) or len(usable) < 2:
             return None, None, None
-        fold, k = track_folds(track, int(track.max()) + 1, folds, random_state)
-        systems = assemble_increments(fit_space, pts, velocity, dk, fold, k, f)  # one pass: every fold's system
+        if sel.size > CV_SAMPLE:  # whole tracks at random up to CV_SAMPLE transitions
+            ids, counts = np.unique(track, return_counts=True)
+            order = np.random.default_rng(random_state).permutation(ids.size)
+            take = ids[order[: int(np.searchsorted(np.cumsum(counts[order]), CV_SAMPLE)) + 1]]
+            sel = np.flatnonzero(np.isin(track, take))
+        _, sub_track = np.unique(track[sel], return_inverse=True)
+        fold, k = track_folds(sub_track, int(sub_track.max()) + 1, folds, random_state)
+        systems = assemble_increments(fit_space, pts[sel], velocity[sel], dk, fold, k, f[sel])  # every fold's system
         total = systems[0]
         for sy in systems[1:]:
             total = total + sy
         for j in range(k):  # constant-mobility psi of each training part, keyed by its rows
             rows = np.flatnonzero(fold != j)
             fold_theta[rows.size, int(rows[0])] = solve_increments(total - systems[j], P, m, ridge)[0]
-        degree, scores, _ = select_mobility_degree(fit, score, fold, k, track, usable)
+        degree, scores, _ = select_mobility_degree(fit, score, fold, k, sub_track, usable)
     elif n_coef[degree] * MIN_PER_COEF > velocity.shape[0]:
         raise FpirlInputError(f"mobility degree {degree} needs at least {n_coef[degree] * MIN_PER_COEF} "
                               f"transitions, got {velocity.shape[0]}")

@@ -11,7 +11,7 @@ and psi(s, a) with 1 or 2 elements per position axis, and the ridge; the held-ou
 used for any choice.
 
 :class:`VelocityPotentialEstimator` is the velocity-only member at a given resolution: the base of
-the mobility generalisation (:mod:`._mobility`).
+the velocity-only models.
 """
 
 from __future__ import annotations
