@@ -120,12 +120,12 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     table.add_argument("--second-lag", choices=("auto", "on", "off"), default=None,
                        help="increments estimator: residuals correlated with the previous step's (AR(1), for "
                        "smoothed or quantised positions; psi and beta unchanged, used by 'fpirl evaluate'); auto "
-                       "(default): kept when it wins a cross-validation over tracks by 2 standard errors")
+                       "(default): kept when it wins a cross-validation over tracks by 2 standard errors and 0.01 nats per transition")
     table.add_argument("--mobility", metavar="auto|K", type=_mobility, default=None,
                        help="increments estimator: state-dependent mobility g in front of drift and noise on the "
                        "drift axes (speed/heading-dependent noise for velocities; exp(-beta psi) stays stationary): "
                        "K = degree of the polynomial log g (0: the paper's constant beta); auto (default): the degree "
-                       "0, 1 or 2 by cross-validation over tracks, above 0 only when it wins by 2 standard errors")
+                       "0, 1 or 2 by cross-validation over tracks, above 0 only when it wins by 2 standard errors and 0.01 nats")
 
 
 _TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "stride", "estimator", "drift_axes",

@@ -17,9 +17,10 @@ so the marginal noise is the fitted one and the one-step predictive, given the p
 
 (for the first transition of a segment, without a previous step, ``rho`` drops out). ``rho`` is the
 least-squares slope of ``z_k`` on ``z_{k-1}`` over consecutive transitions of the training tracks
-(pooled over the drift axes), clipped to ``[-0.95, 0.95]``. With ``second_lag='auto'`` it is kept only
+(pooled over the drift axes; a strided sample of at most 2^15 pairs), clipped to ``[-0.95, 0.95]``; runs that come within four step lengths of a mirrored
+reflecting wall are left out (the fold makes such steps anti-correlated). With ``second_lag='auto'`` it is kept only
 when its held-out gain over ``rho = 0`` in a K-fold cross-validation over whole tracks exceeds two
-paired standard errors over tracks. The drift (and so psi, the policy and the reward) is the fitted
+paired standard errors over tracks and 0.01 nats per transition (as the mobility's degree). The drift (and so psi, the policy and the reward) is the fitted
 one; ``rho`` describes the observation process, not the agent.
 """
 
@@ -31,6 +32,8 @@ from ..core._errors import FpirlInputError
 
 #: |rho| never exceeds this
 RHO_BOUND = 0.95
+#: consecutive pairs used (a strided sample above this)
+PAIR_SAMPLE = 1 << 15
 #: ``second_lag='auto'`` keeps rho only when it wins by this many paired standard errors over tracks
 KEEP_SE = 2.0
 
@@ -55,6 +58,13 @@ def residual_pairs(est, tracks, axes):
     seg, vals, dt = tracks.segment, tracks.values, tracks.dt
     i = np.arange(max(tracks.n_obs - 2, 0))
     i = i[seg[i] == seg[i + 2]]
+    mirrored = [tracks.names.index(n) for n in str(est.settings_.get("walls_mirrored", "")).split(",") if n]
+    if mirrored and not tracks.periodic:  # steps folded at a wall are anti-correlated by the fold, not the agent
+        m = 4.0 * np.sqrt(2.0 * dt / est.beta_)
+        lo, hi = tracks.lower[mirrored] + m, tracks.upper[mirrored] - m
+        inside = np.all((vals[:, mirrored] > lo) & (vals[:, mirrored] < hi), axis=1)
+        i = i[inside[i] & inside[i + 1] & inside[i + 2]]
+    i = i[:: max(1, i.size // PAIR_SAMPLE)]  # rho is one number: a strided sample of the pairs
     z = []
     for j in (i, i + 1):
         dx = vals[j + 1][:, list(axes)] - vals[j][:, list(axes)]
@@ -107,4 +117,6 @@ def fit_second_lag(est, tracks, axes, spec, folds: int = 5, random_state=0):
 
     se = _track_se(gain, track)
     cv = {"gain": float(np.mean(gain)), "se": se}
-    return (_rho(z0, z1) if cv["gain"] > KEEP_SE * se else None), cv
+    from .mobility import MIN_GAIN
+
+    return (_rho(z0, z1) if cv["gain"] > max(KEEP_SE * se, MIN_GAIN) else None), cv

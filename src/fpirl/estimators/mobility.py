@@ -34,11 +34,12 @@ the Euler-Maruyama Gaussian
 Degree by cross-validation over whole tracks (:func:`select_mobility_degree`): on each fold, psi,
 beta and ``log g`` are fitted on the other folds (one alternation from their constant-mobility psi) and
 the held-out transitions scored; a degree above 0 is kept only when its held-out gain over degree 0 exceeds
-:data:`KEEP_SE` standard errors of the paired difference over tracks (the documented rule: the
-paper's model unless the data clearly ask for more). The CV runs on at most :data:`CV_SAMPLE`
+:data:`KEEP_SE` standard errors of the paired difference over tracks and :data:`MIN_GAIN` = 0.01
+nats per transition (the documented rule: the paper's model unless the data clearly ask for more; a
+smaller gain, e.g. a resolution misfit that varies over the box, is not worth a second field). The CV runs on at most :data:`CV_SAMPLE`
 transitions (whole tracks drawn at random); the final fit uses all. Steps that may have been folded
 at a reflecting wall (mirror factor below :data:`WALL_FREE`) are left out of the fit of ``log g``: their
-smaller variance is the wall's, not the agent's.
+smaller variance is the wall's, not the agent's; they are not scored by the CV either.
 """
 
 from __future__ import annotations
@@ -57,11 +58,15 @@ LOG_G_BOUND = 3.0
 MOBILITY_DEGREES = (0, 1, 2)
 #: A degree > 0 is kept by the CV only when it beats degree 0 by this many paired standard errors over tracks.
 KEEP_SE = 2.0
+#: ... and by at least this much (nats per transition): smaller gains are not worth a second model
+MIN_GAIN = 0.01
 #: Alternations (log g, then psi and beta) of the final fit, and of each fold's fit in the degree CV.
 ROUNDS = 2
 CV_ROUNDS = 1
 #: The degree CV runs on at most this many transitions (whole tracks drawn at random); the final fit uses all.
 CV_SAMPLE = 1 << 14
+#: ``log g`` is fitted on a strided sample of at most this many transitions.
+GLM_SAMPLE = 1 << 13
 #: Rows whose mirror-wall factor is below this on some axis (steps that may have been folded at a
 #: wall, whose variance is smaller) are left out of the fit of ``log g``.
 WALL_FREE = 0.99
@@ -205,7 +210,9 @@ def fit_log_g(U: np.ndarray, q: np.ndarray, weights: np.ndarray | None = None) -
 
 def _log_g_from_residuals(mob: Mobility, x, resid, beta, dt, n_drift, rows=None) -> Mobility:
     """Refit ``log g`` of ``mob`` from velocity residuals ``resid`` (n, |D|) at points ``x``."""
-    rows = slice(None) if rows is None else rows
+    rows = np.arange(x.shape[0]) if rows is None else np.flatnonzero(rows) if np.asarray(rows).dtype == bool \
+        else np.asarray(rows)
+    rows = rows[:: max(1, rows.size // GLM_SAMPLE)]  # a strided sample: log g has at most 20 coefficients
     U = legendre_design(mob._u(x[rows]), mob.alphas, mob.degree)
     q = np.sum(resid[rows] ** 2, axis=1) * dt * beta / (2.0 * n_drift)
     c = fit_log_g(U, q)
@@ -275,9 +282,10 @@ def select_mobility_degree(fit, score, fold, n_folds, track, degrees=MOBILITY_DE
             held = np.flatnonzero(fold == k)
             ll[held] = score(fit(deg, np.flatnonzero(fold != k)), held)
         per[deg] = ll
-    mean = {d: float(np.mean(ll)) for d, ll in per.items()}
-    se = {d: _track_se(per[d] - per[degrees[0]], track) for d in degrees}
-    ok = [d for d in degrees if d == degrees[0] or mean[d] - mean[degrees[0]] > KEEP_SE * se[d]]
+    ok = np.isfinite(per[degrees[0]])  # rows the score leaves out (NaN)
+    mean = {d: float(np.mean(ll[ok])) for d, ll in per.items()}
+    se = {d: _track_se(per[d][ok] - per[degrees[0]][ok], track[ok]) for d in degrees}
+    ok = [d for d in degrees if d == degrees[0] or mean[d] - mean[degrees[0]] > max(KEEP_SE * se[d], MIN_GAIN)]
     return max(ok, key=mean.get), mean, se
 
 
@@ -324,10 +332,14 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
         return fit_mobility(deg, points[rows], velocity[rows], f[rows], drift, lo, hi, solver(rows), gradient(rows),
                             beta_fixed, dt, rounds=CV_ROUNDS, theta=theta)
 
-    def score(model, rows):
+    away = np.all(f >= WALL_FREE, axis=1)
+    away = away if np.count_nonzero(away) >= 0.5 * away.size else np.ones_like(away)
+
+    def score(model, rows):  # NaN for steps that may have been folded at a wall (not the agent's noise)
         mob, theta, beta = model
         rows = sel[rows]
-        return one_step_loglik(mob, points[rows], velocity[rows], gradient(rows)(theta), f[rows], beta, dt)
+        ll = one_step_loglik(mob, points[rows], velocity[rows], gradient(rows)(theta), f[rows], beta, dt)
+        return np.where(away[rows], ll, np.nan)
 
     n_tracks = np.unique(track).size
     degree, scores = spec, None

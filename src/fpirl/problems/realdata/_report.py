@@ -87,7 +87,7 @@ NOTES = [
     "exp(-beta psi) stationary (psi, the policy and the reward keep their meaning), and a second lag rho "
     "(AR(1) residuals from smoothed or quantised positions); each is kept only when it wins its CV by two "
     "paired standard errors over tracks. **constant beta** is the previous default (no mobility, no second "
-    "lag), at the same CV of psi.",
+    "lag), at the same CV of psi. Each extension is kept only when it also gains 0.01 nats per transition.",
     "- **non-gradient fraction**: share of the fitted velocity drift (cubic polynomial field, training tracks) "
     "that is not a gradient in velocity space (Helmholtz split, noise-corrected, bootstrap over tracks).",
     "- Remaining structure none of these models has: a second lag (smoothed or quantised positions make "
