@@ -330,6 +330,11 @@ def _fit_table(args, out) -> int:
     )
     for line in _fit_notes(est, mdp):
         print(f"fpirl fit: {line}")
+    st = est.settings_
+    if "mobility_degree" in st:
+        cv = f" (held-out log-likelihood by degree {st['mobility_cv']})" if st.get("mobility_cv") else ""
+        print(f"fpirl fit: mobility: degree {int(st['mobility_degree'])} of log g{cv}; second lag rho="
+              f"{float(st.get('second_lag_rho', 0.0)):.4g} ({'0: none' if not st.get('second_lag_rho') else 'kept'})")
     refit = refit_options(est.settings_)
     if refit:
         print(f"fpirl fit: the same model with fixed choices: {refit}")

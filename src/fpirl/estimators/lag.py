@@ -17,7 +17,7 @@ so the marginal noise is the fitted one and the one-step predictive, given the p
 
 (for the first transition of a segment, without a previous step, ``rho`` drops out). ``rho`` is the
 least-squares slope of ``z_k`` on ``z_{k-1}`` over consecutive transitions of the training tracks
-(pooled over the drift axes; a strided sample of at most 2^15 pairs), clipped to ``[-0.95, 0.95]``; runs that come within four step lengths of a mirrored
+(pooled over the drift axes; a strided sample of at most 2^15 pairs), clipped to ``[-0.95, 0.95]``; runs that start within four step lengths of a mirrored
 reflecting wall are left out (the fold makes such steps anti-correlated). With ``second_lag='auto'`` it is kept only
 when its held-out gain over ``rho = 0`` in a K-fold cross-validation over whole tracks exceeds two
 paired standard errors over tracks and 0.01 nats per transition (as the mobility's degree). The drift (and so psi, the policy and the reward) is the fitted
@@ -63,7 +63,7 @@ def residual_pairs(est, tracks, axes):
         m = 4.0 * np.sqrt(2.0 * dt / est.beta_)
         lo, hi = tracks.lower[mirrored] + m, tracks.upper[mirrored] - m
         inside = np.all((vals[:, mirrored] > lo) & (vals[:, mirrored] < hi), axis=1)
-        i = i[inside[i] & inside[i + 1] & inside[i + 2]]
+        i = i[inside[i]]  # selected on the first point only: selecting on later points would bias rho
     i = i[:: max(1, i.size // PAIR_SAMPLE)]  # rho is one number: a strided sample of the pairs
     z = []
     for j in (i, i + 1):

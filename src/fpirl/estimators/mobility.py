@@ -39,7 +39,8 @@ nats per transition (the documented rule: the paper's model unless the data clea
 smaller gain, e.g. a resolution misfit that varies over the box, is not worth a second field). The CV runs on at most :data:`CV_SAMPLE`
 transitions (whole tracks drawn at random); the final fit uses all. Steps that may have been folded
 at a reflecting wall (mirror factor below :data:`WALL_FREE`) are left out of the fit of ``log g``: their
-smaller variance is the wall's, not the agent's; they are not scored by the CV either.
+smaller variance is the wall's, not the agent's; they are not scored by the CV either. Only
+state axes count as walls here: an action box (the range of the velocities) has none.
 """
 
 from __future__ import annotations
@@ -234,7 +235,7 @@ def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt) -> np.nda
 
 
 def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta_fixed, dt, rounds=ROUNDS,
-                 theta=None):
+                 theta=None, walls=None):
     """Alternate ``log g`` and (psi, beta) (module doc).
 
     Parameters
@@ -242,7 +243,7 @@ def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta
     x : (n, d) points; v : (n, |D|) velocities on the drift axes (wall shift removed); f : (n, |D|)
         mirror factors; ``solve(velocity_rows, row_weights) -> theta``; ``gradient(theta) -> (n, |D|)``
         grad psi at ``x``; ``beta_fixed`` None to estimate beta; ``theta``: the constant-mobility fit
-        when already known.
+        when already known; ``walls`` (|D|,) bool: the drift axes whose walls are physical (state axes).
 
     Returns ``(mobility, theta, beta)``.
     """
@@ -253,7 +254,7 @@ def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta
     grad = gradient(theta)
     resid = v + f * grad
     beta = beta_fixed if beta_fixed is not None else 2.0 * v.size / (dt * np.sum(resid**2))
-    away = np.all(f >= WALL_FREE, axis=1)  # log g from the steps that cannot have been folded at a wall
+    away = _away_from_walls(f, walls)  # log g from the steps that cannot have been folded at a wall
     away = away if np.count_nonzero(away) >= 0.5 * away.size else None
     for _ in range(int(rounds)):
         mob = _log_g_from_residuals(mob, x, v - f * mob.g(x)[:, None] * (-grad + mob.grad_log_g(x) / beta),
@@ -330,9 +331,10 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
             beta = beta_fixed if beta_fixed is not None else 2.0 * r.size / (dt * np.sum(r**2))
             return None, theta, beta
         return fit_mobility(deg, points[rows], velocity[rows], f[rows], drift, lo, hi, solver(rows), gradient(rows),
-                            beta_fixed, dt, rounds=CV_ROUNDS, theta=theta)
+                            beta_fixed, dt, rounds=CV_ROUNDS, theta=theta, walls=walls)
 
-    away = np.all(f >= WALL_FREE, axis=1)
+    walls = np.array([tracks.roles[a] == "state" for a in drift])
+    away = _away_from_walls(f, walls)
     away = away if np.count_nonzero(away) >= 0.5 * away.size else np.ones_like(away)
 
     def score(model, rows):  # NaN for steps that may have been folded at a wall (not the agent's noise)
@@ -370,8 +372,16 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
         return None, scores, None
     every = np.arange(velocity.shape[0])
     mob, theta, beta = fit_mobility(degree, points, velocity, f, drift, lo, hi, solver(every), gradient(every),
-                                    beta_fixed, dt, theta=theta0)
+                                    beta_fixed, dt, theta=theta0, walls=walls)
     return mob, scores, (theta, state["lam"], state["system"], beta)
+
+
+def _away_from_walls(f, walls) -> np.ndarray:
+    """Rows whose mirror factor is at least :data:`WALL_FREE` on every drift axis with physical walls
+    (state axes; an action box such as the range of the velocities has no walls to fold at)."""
+    f = np.asarray(f)
+    walls = np.ones(f.shape[1], bool) if walls is None else np.asarray(walls, bool)
+    return np.all((f >= WALL_FREE) | ~walls[None, :], axis=1)
 
 
 def _track_se(values: np.ndarray, track: np.ndarray) -> float:
