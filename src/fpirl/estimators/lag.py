@@ -65,6 +65,9 @@ def residual_pairs(est, tracks, axes):
         inside = np.all((vals[:, mirrored] > lo) & (vals[:, mirrored] < hi), axis=1)
         i = i[inside[i]]  # selected on the first point only: selecting on later points would bias rho
     i = i[:: max(1, i.size // PAIR_SAMPLE)]  # rho is one number: a strided sample of the pairs
+    if i.size == 0:
+        empty = np.zeros((0, len(axes)))
+        return empty, empty, tracks.track[i]
     z = []
     for j in (i, i + 1):
         dx = vals[j + 1][:, list(axes)] - vals[j][:, list(axes)]
