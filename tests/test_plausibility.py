@@ -116,3 +116,23 @@ def test_worse_option_prints_both_scores_and_warns(ou_csv, tmp_path, capsys):
     assert "--estimator density scores" in text and "for the defaults" in text
     scores = [float(w) for w in text.split("--estimator density scores")[1].split()[:3:2]]
     assert scores[0] < scores[1]
+
+
+def test_mobility_and_second_lag_from_the_cli_are_scored_by_evaluate(ou_csv, tmp_path, capsys):
+    import json
+
+    from fpirl.evaluation.heldout import fpirl_loglik
+    from fpirl.io import read_result
+    from fpirl.tracks.steps import observed_transitions
+
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(ou_csv), "-o", str(out), *COLS, "--uncertainty", "none", "--hermite-elements", "0,0,2,2",
+                 "--mobility", "1", "--second-lag", "on"]) == 0
+    ds = read_result(out)
+    assert int(ds.attrs["mobility_degree"]) == 1 and "second_lag_rho" in ds.attrs
+    capsys.readouterr()
+    assert main(["evaluate", str(out), str(ou_csv), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["loglik"]["fpirl"]
+    table = read_tracks(ou_csv, track="id", time="t", state=["x", "y"], action="velocity")
+    est = IncrementsEstimator(hermite_elements=(0, 0, 2, 2), mobility=1, second_lag=True).fit(table)
+    assert got == pytest.approx(float(np.mean(fpirl_loglik(est, observed_transitions(table)))), rel=1e-9)
