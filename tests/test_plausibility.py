@@ -110,8 +110,8 @@ def test_bootstrap_with_the_default_resolution(ou_csv, tmp_path, capsys):
 def test_worse_option_prints_both_scores_and_warns(ou_csv, tmp_path, capsys):
     out = tmp_path / "r.nc"
     with pytest.warns(FitWarning, match="worse on held-out tracks"):  # the density estimator: below the default
-        assert main(["fit", str(ou_csv), "-o", str(out), *COLS, "--uncertainty", "none",
-                     "--estimator", "density", "--hermite-elements", "2"]) == 0
+        assert main(["fit", str(ou_csv), "-o", str(out), "--track", "id", "--time", "t", "--state", "x,y",
+                     "--no-progress", "--uncertainty", "none", "--estimator", "density", "--hermite-elements", "2"]) == 0
     text = capsys.readouterr().out
     assert "--estimator density scores" in text and "for the defaults" in text
     scores = [float(w) for w in text.split("--estimator density scores")[1].split()[:3:2]]
