@@ -45,7 +45,7 @@ def test_benchmark_on_b_cells_end_to_end(tmp_path, cli):
     ``fpirl evaluate`` on the written files reproduces the report's numbers."""
     report = run_realdata(tmp_path, data=DATA, sets=["b_cells"], progress=False, density=False, cv_elements=(2, 3))
     text = report.read_text()
-    assert "| b_cells | 52/22 |" in text and "velocity-only" in text and "0,0,2,2" in text
+    assert "| b_cells | 52/22 |" in text and "constant beta" in text and "0,0,2,2" in text
     folder = tmp_path / "b_cells"
     assert (folder / "figure.png").stat().st_size > 10_000
     proc = cli("evaluate", folder / "result.nc", folder / "test.csv", "--json")
