@@ -58,6 +58,8 @@ from ..tracks.table import TrackTable
 from ._assembly import assemble_increments
 from ._base import (TrackEstimatorMixin, check_beta, resolve_drift_axes, check_elements, check_ridge, check_tracks,
                     default_result_elements, embed_constant_axes)
+from ._plausibility import warn_implausible
+from .lag import fit_second_lag
 from .mobility import check_mobility, fit_increments_mobility
 from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
                         solve_increments, track_folds)
@@ -388,12 +390,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
             self.settings_.update(cv_folds=self.cv_["folds"], cv_rule=self.cv_["rule"])
         if self.localization_noise_ is not None:
             self.settings_["localization_noise"] = self.localization_noise_
-        from ..evaluation.plausibility import warn_implausible
-
         n_coef = fit_space.n_coef + (0 if self.mobility_ is None else self.mobility_.coef.size)
         self.warnings_ = warn_implausible(tracks, self.beta_, drift, n_coef, int(system.n_rows))
-        from .lag import fit_second_lag
-
         self.second_lag_, lag_cv = fit_second_lag(self, tracks, drift, self.second_lag, int(self.cv_folds),
                                                    self.random_state)
         self.settings_["second_lag_rho"] = 0.0 if self.second_lag_ is None else self.second_lag_

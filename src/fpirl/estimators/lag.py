@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from .mobility import MIN_GAIN, _track_se
 
 #: |rho| never exceeds this
 RHO_BOUND = 0.95
@@ -116,10 +117,6 @@ def fit_second_lag(est, tracks, axes, spec, folds: int = 5, random_state=0):
         held = fold == f
         rho = _rho(z0[~held], z1[~held])
         gain[held] = _pair_loglik(z0[held], z1[held], rho, var) - _pair_loglik(z0[held], z1[held], 0.0, var)
-    from .mobility import _track_se
-
     se = _track_se(gain, track)
     cv = {"gain": float(np.mean(gain)), "se": se}
-    from .mobility import MIN_GAIN
-
     return (_rho(z0, z1) if cv["gain"] > max(KEEP_SE * se, MIN_GAIN) else None), cv

@@ -52,6 +52,8 @@ import numpy as np
 from numpy.polynomial import legendre
 
 from ..core._errors import FpirlInputError
+from ._assembly import assemble_increments
+from .selection import solve_increments, track_folds
 
 #: |log g| never exceeds this (a polynomial extrapolates wildly where the data are sparse)
 LOG_G_BOUND = 3.0
@@ -297,9 +299,6 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
     ``spec`` is ``'auto'`` or a degree > 0. Returns ``(mobility or None, cv scores or None, refit)``
     with ``refit = (theta, lambda, system, beta)`` of the weighted fit (None when no mobility is kept).
     """
-    from ._assembly import assemble_increments
-    from .selection import solve_increments, track_folds
-
     P, m = fit_space.h1_seminorm_matrix(), fit_space.mean_functional().ravel()
     dk = [kept.index(a) for a in drift]
     pts = points[:, kept]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..estimators.mobility import Mobility
 from ..tracks.steps import Transitions, gaussian_logpdf, observed_transitions
 from .baselines import BASELINES, Baselines
 
@@ -88,7 +89,6 @@ class TransitionModel:
         if isinstance(model, xr.Dataset):
             rho = model.attrs.get("second_lag_rho")
             rho = None if rho is None else float(np.asarray(rho).reshape(()))
-            from ..estimators.mobility import Mobility
             from ..io.netcdf import grid_from_dataset
             from ..workflows import model_from_result
 
