@@ -111,10 +111,13 @@ def test_state_independent_candidate_is_embedded_exactly(rng):
     est = IncrementsEstimator(drift_axes=[1], walls="none", cv_elements=[2, 3]).fit(table)
     labels = est.cv_["labels"]
     assert "0,2" in labels and "1,2" in labels
-    only = IncrementsEstimator(hermite_elements=(0, 3), drift_axes=[1], walls="none", ridge=1e-3)
-    with pytest.raises(FpirlInputError):
-        only.fit(table)  # 0 elements only through the automatic choice
-    sub = IncrementsEstimator(hermite_elements=3, walls="none", ridge=1e-3).fit(
+    # 0 elements typed explicitly (issue 19): the same embedded fit as on the action column alone (below)
+    only = IncrementsEstimator(hermite_elements=(0, 3), drift_axes=[1], walls="none", ridge=1e-3, mobility=0,
+                               second_lag=False).fit(table)
+    assert only.settings_["hermite_elements"] == "0,3" and only.settings_["psi_constant_along"] == "s"
+    with pytest.raises(FpirlInputError, match="only on axes"):  # 0 on a regressed axis is an error
+        IncrementsEstimator(hermite_elements=(3, 0), drift_axes=[1], walls="none").fit(table)
+    sub = IncrementsEstimator(hermite_elements=3, walls="none", ridge=1e-3, mobility=0, second_lag=False).fit(
         TrackTable(values[:, 1:], seg, seg, table.time, dt, ("a",), ("state",), lo[1:], hi[1:], "reflecting"))
     from fpirl.estimators._base import embed_constant_axes
 
@@ -125,6 +128,7 @@ def test_state_independent_candidate_is_embedded_exactly(rng):
     shifted[:, 0] = rng.uniform(lo[0], hi[0], 50)
     np.testing.assert_allclose(space.evaluate(coef, shifted), space.evaluate(coef, pts), atol=1e-12)
     assert abs(np.sum(space.mean_functional() * coef)) < 1e-12
+    np.testing.assert_allclose(only.potential(pts), sub.potential(pts[:, 1:]), rtol=1e-8, atol=1e-10)
 
 
 def test_cv_curve_round_trips_and_is_plotted(fitted, tmp_path):

@@ -45,7 +45,7 @@ def test_benchmark_on_b_cells_end_to_end(tmp_path, cli):
     ``fpirl evaluate`` on the written files reproduces the report's numbers."""
     report = run_realdata(tmp_path, data=DATA, sets=["b_cells"], progress=False, density=False, cv_elements=(2, 3))
     text = report.read_text()
-    assert "| b_cells | 52/22 |" in text and "velocity-only" in text and "0,0,2,2" in text
+    assert "| b_cells | 52/22 |" in text and "constant beta" in text and "0,0,2,2" in text
     folder = tmp_path / "b_cells"
     assert (folder / "figure.png").stat().st_size > 10_000
     proc = cli("evaluate", folder / "result.nc", folder / "test.csv", "--json")
@@ -63,8 +63,9 @@ def test_mobility_generalisation_recovers_a_known_mobility():
     held-out score beats the constant-mobility (paper's) model. No real data needed."""
     from _simtracks import velocity_table
 
+    from fpirl.estimators import IncrementsEstimator
+    from fpirl.evaluation.heldout import fpirl_loglik
     from fpirl.tracks.steps import observed_transitions
-    from fpirl.problems.realdata._mobility import MobilityModel
 
     rng = np.random.default_rng(12)
     dt, beta, n, steps, slope = 0.05, 2.0, 200, 100, 0.4
@@ -76,18 +77,20 @@ def test_mobility_generalisation_recovers_a_known_mobility():
         a = a + drift * dt + np.sqrt(2 * g * dt / beta) * rng.normal(size=a.shape)
         s[k + 1] = s[k] + a * dt
     lo, hi = s.min(axis=(0, 1)) - 0.1, s.max(axis=(0, 1)) + 0.1
-    table = velocity_table(s, dt, ["x", "y"], lo, hi)
+    table = velocity_table(s, dt, ["x", "y"], lo, hi)  # velocity actions, recognised as such (drift axes v_x, v_y)
     train, test = table.split_tracks(0.7, rng)
     tr = observed_transitions(test, "velocity")
-    fitted = MobilityModel(2, 1e-4, degree=1).fit(train)
-    plain = MobilityModel(2, 1e-4, degree=0).fit(train)
-    assert fitted.loglik(tr).mean() > plain.loglik(tr).mean() + 0.02
-    pts = np.array([[0.3, 0.0], [-0.3, 0.2]])
-    dlog = fitted.log_g(pts[:1]) - fitted.log_g(pts[1:])  # slope * 0.6 along a_x
+    common = dict(hermite_elements=(0, 0, 2, 2), ridge=1e-4, second_lag=False, walls="none")
+    fitted = IncrementsEstimator(mobility="auto", **common).fit(train)
+    plain = IncrementsEstimator(mobility=0, **common).fit(train)
+    assert fitted.mobility_ is not None and fitted.settings_["drift_axes"] == "v_x,v_y"
+    assert fpirl_loglik(fitted, tr).mean() > fpirl_loglik(plain, tr).mean() + 0.02
+    pts = np.array([[0.0, 0.0, 0.3, 0.0], [0.0, 0.0, -0.3, 0.2]])
+    dlog = fitted.mobility_.log_g(pts[:1]) - fitted.mobility_.log_g(pts[1:])  # slope * 0.6 along a_x
     assert dlog[0] == pytest.approx(slope * 0.6, abs=0.08)
     # mean log g over the data is ~0 here (a_x is centred), so psi's scale is the truth's: grad psi = 2 a
     v = test.values[:, 2:]
-    err = fitted.space_.gradient(fitted.coef_, v) - 2 * v
+    err = fitted.gradient(test.values)[:, 2:] - 2 * v
     assert np.sqrt(np.mean(err**2) / np.mean((2 * v) ** 2)) < 0.2
 
 

@@ -9,7 +9,7 @@ import re
 
 from ..core._errors import FpirlInputError
 from ._common import (EXIT_OK, _discount, _fit_notes, _output_netcdf, _positive_float, _positive_int,
-                      _positive_int_list, _progress, _ridge, add_column_arguments)
+                      _progress, _ridge, add_column_arguments)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -35,7 +35,25 @@ def join_negative_values(argv: list[str]) -> list[str]:
 
 
 def _hermite_elements(text: str):
-    return "auto" if text.strip().lower() == "auto" else _positive_int_list(text)
+    """'auto', N or N1,N2,...; 0 on an axis (tables): psi constant along it, as the fit prints it."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto, N or N1,N2,... (integers), got {text!r}") from None
+    if not values or any(v < 0 for v in values) or not any(values):
+        raise argparse.ArgumentTypeError(f"element counts must be integers >= 0, not all 0, got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def _mobility(text: str):
+    text = text.strip().lower()
+    if text == "auto":
+        return "auto"
+    if text.isdigit() and 0 <= int(text) <= 3:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a degree 0..3, got {text!r}")
 
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,10 +121,19 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     table.add_argument("--noise-correction", metavar="LAG", nargs="?", const=1, type=_lag, default=None,
                        help="increments estimator: correct psi and beta for localisation noise (alone: lag 1, "
                        "for observed coordinates; 2 for velocities differenced from noisy positions)")
+    table.add_argument("--second-lag", choices=("auto", "on", "off"), default=None,
+                       help="increments estimator: residuals correlated with the previous step's (AR(1), for "
+                       "smoothed or quantised positions; psi and beta unchanged, used by 'fpirl evaluate'); auto "
+                       "(default): kept when it wins a cross-validation over tracks by 2 standard errors and 0.01 nats per transition")
+    table.add_argument("--mobility", metavar="auto|K", type=_mobility, default=None,
+                       help="increments estimator: state-dependent mobility g in front of drift and noise on the "
+                       "drift axes (speed/heading-dependent noise for velocities; exp(-beta psi) stays stationary): "
+                       "K = degree of the polynomial log g (0: the paper's constant beta); auto (default): the degree "
+                       "0, 1 or 2 by cross-validation over tracks, above 0 only when it wins by 2 standard errors and 0.01 nats")
 
 
 _TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "stride", "estimator", "drift_axes",
-                  "noise_correction")
+                  "noise_correction", "mobility", "second_lag")
 
 
 def _lag(text: str) -> int:
@@ -226,17 +253,14 @@ def _estimator_params(args, cls, tracks) -> dict:
     params = {"hermite_elements": "auto" if args.hermite_elements is None else args.hermite_elements,
               "beta": args.beta, "progress": _progress(args)}
     optional = {"ridge": args.ridge, "time_scheme": args.time_scheme, "quadrature_points": args.quadrature_points,
-                "noise_correction": args.noise_correction, "solver": args.solver}
-    if args.drift_axes is not None:
+                "noise_correction": args.noise_correction, "solver": args.solver, "mobility": args.mobility,
+                "second_lag": {"on": True, "off": False}.get(args.second_lag, args.second_lag)}
+    if args.drift_axes is not None:  # the estimator resolves 'all', 'actions' and the default itself (same as the API)
         spec = args.drift_axes.strip()
-        optional["drift_axes"] = {"all": None, "actions": tracks.action_axes}.get(
-            spec.lower(), tuple(c.strip() for c in spec.split(",")))
-    elif tracks.source and tracks.source.get("action") == "velocity" and "drift_axes" in accepted:
-        params["drift_axes"] = tracks.action_axes
+        optional["drift_axes"] = spec.lower() if spec.lower() in ("all", "actions") else \
+            tuple(c.strip() for c in spec.split(","))
     for key, value in optional.items():
-        if value is None and key != "drift_axes":
-            continue
-        if key == "drift_axes" and args.drift_axes is None:
+        if value is None:
             continue
         if key not in accepted:
             raise FpirlInputError(f"{_flag(key)} does not apply to --estimator {args.estimator or 'increments'}")
@@ -304,7 +328,7 @@ def _fit_table(args, out) -> int:
     write_result(out, ds)
     import numpy as np
 
-    elements = ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
+    elements = est.settings_.get("hermite_elements") or ",".join(str(int(e)) for e in np.atleast_1d(est.hermite_.elements))
     chosen = {"cv": "chosen by cross-validation", "rule": "by the documented rule"}.get(
         est.settings_.get("hermite_selection"), "fixed")
     constant = est.settings_.get("psi_constant_along")
@@ -313,7 +337,7 @@ def _fit_table(args, out) -> int:
     print(
         f"fpirl fit: {tracks.n_obs} observations, {tracks.n_tracks} tracks, {len(tracks.pairs()[0])} transitions, "
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
-        f"Hermite elements {elements} ({chosen}), ridge={est.penalty_:.3g}; wrote {out}"
+        f"Hermite elements {elements} ({chosen}), ridge={_relative_ridge(est)}; wrote {out}"
     )
     for line in _fit_notes(est, mdp):
         print(f"fpirl fit: {line}")
@@ -323,6 +347,15 @@ def _fit_table(args, out) -> int:
         print(f"fpirl fit: policy averaged over the observed states, within the data's support: mode {acts} = "
               f"{vec(policy_summary.mode)}, mean {vec(policy_summary.mean)}; "
               f"{policy_summary.mass_outside:.1%} of its mass lies outside the support")
+    st = est.settings_
+    if "mobility_degree" in st:
+        cv = f" (held-out log-likelihood by degree {st['mobility_cv']})" if st.get("mobility_cv") else ""
+        print(f"fpirl fit: mobility: degree {int(st['mobility_degree'])} of log g{cv}; second lag rho="
+              f"{float(st.get('second_lag_rho', 0.0)):.4g} ({'0: none' if not st.get('second_lag_rho') else 'kept'})")
+    refit = refit_options(est.settings_)
+    if refit:
+        print(f"fpirl fit: the same model with fixed choices: {refit}")
+    _compare_options(args, cls, params, tracks)
     _print_uncertainty(extra)
     if adequacy is not None:
         print(f"fpirl fit: model adequacy: {adequacy.summary()}")
@@ -333,3 +366,54 @@ def _fit_table(args, out) -> int:
                           f"interval from {adequacy.interval_[0]:.2f}): psi, the policy and the reward describe only "
                           "the gradient part of the motion", stacklevel=2)
     return EXIT_OK
+
+
+#: options whose effect on the held-out score is measured against the defaults (tables)
+_COMPARED = ("estimator", "noise_correction", "drift_axes", "mobility", "second_lag")
+
+
+def _compare_options(args, cls, params, tracks) -> None:
+    """With a non-default modelling option, fit the defaults too and print both held-out scores
+    (:func:`fpirl.evaluation.plausibility.compare_with_default`); warn when the option scores lower."""
+    given = [_flag(k) + ("" if getattr(args, k) is True else f" {getattr(args, k)}") for k in _COMPARED
+             if getattr(args, k) not in (None, 0, "increments", "auto", "off")]
+    if not given:
+        return
+    from ..estimators import IncrementsEstimator
+    from ..evaluation.plausibility import FitWarning, compare_with_default
+
+    default = {"estimator": IncrementsEstimator, "hermite_elements": "auto", "beta": args.beta}
+    res = compare_with_default(tracks, cls, {**params, "progress": False}, default)
+    if res is None:
+        return
+    text = (f"{', '.join(given)} scores {res['option']:.4f} against {res['default']:.4f} for the defaults "
+            f"(held-out one-step log-likelihood, nats per transition, 30% of the tracks held out; difference "
+            f"{res['option'] - res['default']:+.4f} ± {res['se']:.4f}; diffusion {res['diffusion']:.4f})")
+    print(f"fpirl fit: {text}")
+    if res["option"] < res["default"]:
+        import warnings
+
+        warnings.warn(f"{text}: the option makes the model worse on held-out tracks", FitWarning, stacklevel=2)
+
+
+def _relative_ridge(est) -> str:
+    rel = est.settings_.get("ridge_relative")
+    return f"{est.penalty_:.3g}" if rel is None else f"{float(rel)!r} relative ({est.penalty_:.3g} absolute)"
+
+
+def refit_options(settings: dict) -> str:
+    """The options that refit exactly the model of a track fit without any cross-validation
+    (the choices it printed, typed back): Hermite elements (0 = psi constant along the axis),
+    relative ridge (full precision), drift axes, noise-correction lag and mobility degree."""
+    if "hermite_elements" not in settings or "ridge_relative" not in settings:
+        return ""
+    out = [f"--hermite-elements {settings['hermite_elements']}", f"--ridge {float(settings['ridge_relative'])!r}"]
+    if settings.get("drift_axes"):
+        out.append(f"--drift-axes {settings['drift_axes']}")
+    if int(settings.get("noise_correction", 0) or 0):
+        out.append(f"--noise-correction {int(settings['noise_correction'])}")
+    if "mobility_degree" in settings:
+        out.append(f"--mobility {int(settings['mobility_degree'])}")
+    if "second_lag_rho" in settings:
+        out.append(f"--second-lag {'on' if float(settings['second_lag_rho']) else 'off'}")
+    return " ".join(out)

@@ -11,6 +11,7 @@ from ..core.hermite import embed_constant_axes as embed_constant
 from ..core.validation import check_elements  # noqa: F401  (re-exported for the track estimators)
 from ..core.validation import non_negative, optional_positive
 from ..mdp._fitted import FittedPotentialMixin
+from ..tracks.steps import infer_action_kind
 from ..tracks.table import TrackTable
 
 #: Largest FE grid (nodes) the result is written on by default.
@@ -69,3 +70,32 @@ class TrackEstimatorMixin(FittedPotentialMixin):
         """Extra variables and attrs for the result file (none by default)."""
         self._check_fitted()
         return {}
+
+
+def resolve_drift_axes(drift_axes, tracks: TrackTable) -> list[int]:
+    """Sorted drift axes of ``drift_axes`` (indices, names, 'all', 'actions' or None = the documented
+    default: the action axes when the actions are velocities, else all; see ``IncrementsEstimator``)."""
+    spec = drift_axes
+    if isinstance(spec, str) and spec.strip().lower() in ("all", "actions", "auto"):
+        spec = spec.strip().lower()
+        if spec == "auto":
+            spec = None
+        elif spec == "all" or not tracks.action_axes:
+            return list(range(tracks.ndim))
+        else:
+            return list(tracks.action_axes)
+    if spec is None:  # the documented rule: velocity actions -> only their increments carry the drift
+        velocity = bool(tracks.action_axes) and infer_action_kind(tracks) == "velocity"
+        return list(tracks.action_axes) if velocity else list(range(tracks.ndim))
+    axes = []
+    for a in np.atleast_1d(np.asarray(drift_axes, dtype=object)):
+        if isinstance(a, str):
+            if a not in tracks.names:
+                raise FpirlInputError(f"drift axis {a!r} is not an axis of the table ({', '.join(tracks.names)})")
+            a = tracks.names.index(a)
+        if not isinstance(a, (int, np.integer)) or not 0 <= a < tracks.ndim:
+            raise FpirlInputError(f"drift_axes must be axis indices 0..{tracks.ndim - 1} or names, got {a!r}")
+        axes.append(int(a))
+    if not axes or len(set(axes)) != len(axes):
+        raise FpirlInputError(f"drift_axes must name distinct axes, got {drift_axes!r}")
+    return sorted(axes)

@@ -7,6 +7,13 @@ observations of one track with no missing frame (see :mod:`fpirl.tracks.steps`).
 
 The FP-IRL model's one-step predictive (paper eqs. ``SDE``, ``gaussian_transition``):
 
+* with a state-dependent mobility ``g`` (:mod:`fpirl.estimators.mobility`, result attrs
+  ``mobility_*``): ``grad psi`` below becomes ``g (grad psi - grad log g / beta)`` and the
+  variance ``2 g dt / beta``;
+* with a second lag ``rho`` (:mod:`fpirl.estimators.lag`, result attr ``second_lag_rho``): the mean
+  moves by ``rho sqrt(g_k / g_{k-1}) r_{k-1}`` (the previous step's residual, from the observation
+  before the transition; none for a segment's first transition) and the variance shrinks by
+  ``1 - rho^2``;
 * explicit actions (or no actions): the MDP transition (eq. ``mdp_transition``)
   :math:`T(s'|s,a) = \mathcal N\big(s';\ s - \nabla_s\psi(s,a)\,\Delta t,\ (2\Delta t/\beta) I\big)`
   at the observed ``(s_k, a_k)``;
@@ -33,6 +40,7 @@ import xarray as xr
 
 from ..core._errors import FpirlInputError
 from ..io.netcdf import grid_from_dataset, model_from_result
+from ..estimators.mobility import Mobility
 from ..tracks.steps import Transitions, gaussian_logpdf, observed_transitions
 from .adequacy import HelmholtzCheck
 from .baselines import BASELINES, Baselines, fit_baselines
@@ -69,6 +77,8 @@ class TransitionModel:
     names: tuple
     periodic: bool
     dt: float | None = None
+    mobility: object = None
+    second_lag: float | None = None
 
     @classmethod
     def from_any(cls, model) -> TransitionModel:
@@ -77,15 +87,21 @@ class TransitionModel:
         if isinstance(model, cls):
             return model
 
+        mobility = getattr(model, "mobility_", None)
+        rho = getattr(model, "second_lag_", None)
         if isinstance(model, xr.Dataset):
-            model = model_from_result(model, grid_from_dataset(model, "potential"))
+            rho = model.attrs.get("second_lag_rho")
+            rho = None if rho is None else float(np.asarray(rho).reshape(()))
+            grid = grid_from_dataset(model, "potential")
+            mobility = Mobility.from_attrs(model.attrs, grid.names)
+            model = model_from_result(model, grid)
         grid = getattr(model, "grid_", None) or getattr(model, "grid", None)
         beta = getattr(model, "beta_", None) or getattr(model, "beta", None)
         if grid is None or beta is None or not callable(getattr(model, "gradient", None)):
             raise FpirlInputError(f"cannot score {type(model).__name__}: need a fitted estimator or a result")
         dt = getattr(model, "dt_", None) or getattr(model, "dt", None)
         return cls(model.gradient, float(beta), grid.lower, grid.upper, grid.roles, grid.names, grid.periodic,
-                   None if dt is None else float(dt))
+                   None if dt is None else float(dt), mobility, rho)
 
     @property
     def state_axes(self):
@@ -155,12 +171,40 @@ def fpirl_loglik(model, tr: Transitions) -> np.ndarray:
     S, A = model.state_axes, model.action_axes
     g = model.drift_gradient(tr.x)
     var = 2.0 * tr.dt / model.beta
+    g, m = _effective_gradient(model, tr.x, g)
+    var = var * m
+    axes = A if tr.kind == "velocity" else S
+    shift = 0.0
+    if model.second_lag is not None and tr.x_prev is not None:  # AR(1) residuals (fpirl.estimators.lag)
+        rho = float(model.second_lag)
+        has = np.all(np.isfinite(tr.x_prev), axis=1)
+        xp = np.where(has[:, None], tr.x_prev, tr.x)
+        gp, mp = _effective_gradient(model, xp, model.drift_gradient(xp))
+        prev = tr.x[:, axes] - xp[:, axes]
+        if model.periodic and tr.kind != "velocity":
+            length = (model.upper - model.lower)[axes]
+            prev = prev - length * np.round(prev / length)
+        r_prev = prev + gp[:, axes] * tr.dt
+        shift = np.where(has[:, None], rho * np.sqrt(m / mp)[:, None] * r_prev, 0.0)
+        var = var * np.where(has, 1.0 - rho * rho, 1.0)
     if tr.kind == "velocity":
         if len(A) != len(S):
             raise FpirlInputError("velocity actions need one action axis per state axis")
-        mean = tr.v_prev - g[:, A] * tr.dt
+        mean = tr.v_prev - g[:, A] * tr.dt + shift
         return gaussian_logpdf(tr.v_next, mean, var) - len(S) * np.log(tr.dt)
-    return gaussian_logpdf(tr.step, -g[:, S] * tr.dt, var)
+    return gaussian_logpdf(tr.step, -g[:, S] * tr.dt + shift, var)
+
+
+def _effective_gradient(model: TransitionModel, x, grad):
+    """``g (grad psi - grad log g / beta)`` and ``g`` with a mobility (:mod:`fpirl.estimators.mobility`),
+    else ``grad psi`` and 1."""
+    mob = model.mobility
+    if mob is None:
+        return grad, np.ones(x.shape[0])
+    m = mob.g(x)
+    glg = np.zeros_like(grad)
+    glg[:, list(mob.axes)] = mob.grad_log_g(x)
+    return m[:, None] * (grad - glg / model.beta), m
 
 
 def heldout_loglik(model, table, baselines: Baselines | None = None, kind: str | None = None,

@@ -39,6 +39,9 @@ class Transitions:
     dt : float
     kind : {'velocity', 'explicit', 'none'}
         How the table's actions were obtained.
+    x_prev : ndarray, shape (n, d), optional
+        The model's point one step earlier, ``x_{k-1}`` (NaN rows where the track has none): the
+        previous step of a second-lag model (:mod:`fpirl.estimators.lag`).
     """
 
     x: np.ndarray
@@ -47,6 +50,7 @@ class Transitions:
     track: np.ndarray
     dt: float
     kind: str
+    x_prev: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -109,13 +113,16 @@ def observed_transitions(table, kind: str | None = None) -> Transitions:
         i0, i1 = table.pairs()
         v_prev = vals[i0][:, A]
         v_next = _minimal_image(table, vals[i1][:, S] - vals[i0][:, S], S) / dt
+        has = (i0 > 0) & (table.segment[np.maximum(i0 - 1, 0)] == table.segment[i0])
+        x_prev = np.where(has[:, None], vals[np.maximum(i0 - 1, 0)], np.nan)
     else:
         if kind == "none" and A:
             raise FpirlInputError("the table has action axes; use kind='explicit' or 'velocity'")
         im, i0, ip = table.triples()
         v_prev = _minimal_image(table, vals[i0][:, S] - vals[im][:, S], S) / dt
         v_next = _minimal_image(table, vals[ip][:, S] - vals[i0][:, S], S) / dt
-    return Transitions(vals[i0], v_prev, v_next, table.track[i0], dt, kind)
+        x_prev = vals[im]
+    return Transitions(vals[i0], v_prev, v_next, table.track[i0], dt, kind, x_prev)
 
 
 def gaussian_logpdf(x: np.ndarray, mean: np.ndarray, var) -> np.ndarray:

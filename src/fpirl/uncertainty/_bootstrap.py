@@ -2,7 +2,8 @@
 
 Tracks (never single transitions: consecutive increments of one track share its path) are drawn
 with replacement; a track drawn twice enters twice as two tracks. Every replicate refits the
-estimator at the resolution and ridge of the original fit (the CV choice is not repeated), and
+estimator at the resolution, ridge and mobility degree of the original fit (the CV choices are not
+repeated; psi stays constant along the axes the fit left out), and
 the replicates' ``[theta; 1/beta]`` form the sample that :mod:`fpirl.uncertainty` turns into
 ``potential_std``, percentile bands and beta's interval. Replicates are independent pure tasks
 (:func:`fpirl.distributed.run_tasks`: Dask, a process pool, or serial).
@@ -16,6 +17,7 @@ from ..core._errors import FpirlInputError
 from ..distributed import run_tasks
 from ..tracks.table import TrackTable
 from ._posterior import samples_posterior
+import warnings
 
 #: Bootstrap replicates by default.
 DEFAULT_REPLICATES = 100
@@ -41,10 +43,13 @@ def refit_params(est) -> dict:
     """Constructor arguments reproducing ``est`` at its fitted resolution and ridge, without progress."""
     params = est.get_params(deep=False)
     kept = tuple(getattr(est, "fit_axes_", range(est.hermite_.ndim)))
-    if len(kept) < est.hermite_.ndim:
-        raise FpirlInputError("the bootstrap refits at a fixed resolution, which cannot keep psi constant along "
-                              "axes the fit left out; use --uncertainty posterior")
-    params["hermite_elements"] = tuple(int(e) for e in est.hermite_.elements)
+    chosen = est.settings_.get("hermite_elements")
+    if len(kept) < est.hermite_.ndim:  # psi constant along the other axes: 0 elements there, as chosen
+        params["hermite_elements"] = tuple(int(e) for e in str(chosen).split(","))
+    else:
+        params["hermite_elements"] = tuple(int(e) for e in est.hermite_.elements)
+    if "mobility" in params:  # the mobility degree of the fit (its CV is not repeated either)
+        params["mobility"] = int(est.settings_.get("mobility_degree", 0))
     if "fe_elements" in params:
         params["fe_elements"] = tuple(int(e) for e in est.grid_.elements)
     ridge = est.settings_.get("ridge_relative")
@@ -58,7 +63,10 @@ def refit_params(est) -> dict:
 
 
 def _replicate(chosen, tracks, cls, params):
-    est = cls(**params).fit(resample_tracks(tracks, chosen))
+
+    with warnings.catch_warnings():  # the plausibility notes were given for the original fit
+        warnings.simplefilter("ignore")
+        est = cls(**params).fit(resample_tracks(tracks, chosen))
     return np.concatenate([np.asarray(est.coef_, dtype=float).ravel(), [1.0 / est.beta_]])
 
 

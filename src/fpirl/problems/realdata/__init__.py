@@ -30,8 +30,7 @@ from ...tracks.result_attrs import table_attrs
 from ...mdp.support import support_extra
 from ...workflows import recover_mdp_from_fit
 from ._data import DATA_ENV, TRACK_SETS, TrackSet, available_sets, locate_data, read_set
-from ._mobility import MobilityModel, select_mobility
-from ._model import arena_maps, best_velocity_only, cv_summary, simulate_tracks, track_check
+from ._model import arena_maps, cv_summary, simulate_tracks, track_check
 from ._report import set_figure, write_report
 from ...plotting.tracks import plot_track_comparison
 
@@ -88,14 +87,12 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
             warnings.warn(f"{spec.name}: density estimator failed ({exc})", stacklevel=2)
     density_time = time.perf_counter() - t0
 
-    # the generalisation: velocity-dependent mobility on the best velocity-only psi (degree by CV)
-
-    vel = best_velocity_only(est.cv_, train.state_axes)
+    # the previous default: the paper's constant-beta model (no mobility, no second lag) at the same CV
     t0 = time.perf_counter()
-    mob_degree, mob_scores = select_mobility(train, *vel)
-    mob = MobilityModel(*vel, degree=mob_degree).fit(train)
+    prev = IncrementsEstimator(drift_axes=train.action_axes, cv_elements=cv_elements, mobility=0,
+                               second_lag=False).fit(train)
     mobility_time = time.perf_counter() - t0
-    dens_fn["fpirl_mobility"] = mob.loglik
+    dens_fn["fpirl_constant"] = lambda tr: fpirl_loglik(prev, tr)
 
     score = heldout_loglik(est, test, base, kind="velocity", extra=dens_fn)
     check = HelmholtzCheck(random_state=SEED).fit(train)
@@ -144,10 +141,10 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         "density_time": density_time, "beta": est.beta_, "D": base.diffusion_D, "alpha": base.prw_alpha,
         "sigma": base.prw_sigma, "figure": f"{spec.name}/{fig.name}", "command": command,
         "density_beta": float(dens.beta_) if dens is not None else float("nan"),
-        "mobility": score.loglik["fpirl_mobility"], "mobility_degree": mob_degree,
-        "mobility_cv": mob_scores, "mobility_base": f"velocity-only, {vel[0]} elements, ridge {vel[1]:g}",
+        "constant": score.loglik["fpirl_constant"], "mobility_degree": est.settings_["mobility_degree"],
+        "second_lag": est.settings_["second_lag_rho"], "mobility_cv": est.mobility_cv_ or {},
         "mobility_time": mobility_time,
-        "se_mobility_vs_prw": score.difference_se("fpirl_mobility", "persistent_random_walk"),
+        "se_vs_constant": score.difference_se("fpirl", "fpirl_constant"),
         "track_check": tracks_summary, "track_figure": f"{spec.name}/{tracks_fig.name}",
         "policy_mode": policy_summary.mode, "policy_mean": policy_summary.mean,
         "policy_outside": policy_summary.mass_outside,

@@ -11,7 +11,7 @@ and psi(s, a) with 1 or 2 elements per position axis, and the ridge; the held-ou
 used for any choice.
 
 :class:`VelocityPotentialEstimator` is the velocity-only member at a given resolution: the base of
-the mobility generalisation (:mod:`._mobility`).
+the velocity-only models.
 """
 
 from __future__ import annotations
@@ -63,15 +63,6 @@ class VelocityPotentialEstimator(TrackEstimatorMixin):
         return self
 
 
-def best_velocity_only(cv: dict, state_axes) -> tuple[int, float]:
-    """(elements per velocity axis, ridge) of the best CV candidate with psi constant in position."""
-    elements, score = np.asarray(cv["elements"]), np.asarray(cv["score"])
-    rows = [i for i in range(elements.shape[0]) if np.all(elements[i, list(state_axes)] == 0)]
-    if not rows:
-        return 2, 1e-2
-    i, j = max(((i, j) for i in rows for j in range(score.shape[1])), key=lambda ij: score[ij])
-    action = [a for a in range(elements.shape[1]) if a not in set(state_axes)]
-    return int(elements[i, action[0]]), float(cv["ridge"][j])
 
 
 def cv_summary(cv: dict) -> tuple[str, dict]:
