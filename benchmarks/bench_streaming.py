@@ -131,13 +131,15 @@ def child(path: str, mode: str, n_first: int, out: str) -> None:
             snaps = type(snaps)(snaps.grid, snaps.times[:n_first], snaps.values[:n_first])
         est = PotentialEstimator(hermite_elements=HERMITE, beta=BETA, ridge=1e-8, solver="assembled").fit(snaps)
     else:
-        if mode == "gram":
-            matfree.NormalOperator._compress = _gram_compress
         captured = {}
         init = matfree.NormalOperator.__init__
 
         def spy(self, *a, **k):
-            init(self, *a, **k)
+            if mode == "gram":  # streamed right-hand sides and trace, then the former compression pass
+                init(self, *a, **{**k, "compress": None})
+                _gram_compress(self, 1e-13)
+            else:
+                init(self, *a, **k)
             captured["modes"] = self.n_modes
 
         matfree.NormalOperator.__init__ = spy
