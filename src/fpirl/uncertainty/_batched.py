@@ -49,6 +49,8 @@ FULL_DRAWS_MAX = 8
 COMPRESS_RTOL = 1e-13
 #: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
 BATCH_BYTES = 3 << 28
+#: Residual modes up to which the band of ``b`` is formed per test node (else per data node, a GEMM).
+SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
 
@@ -96,7 +98,8 @@ class BatchedDraws:
         self.Wr = vec[:, keep] if np.count_nonzero(keep) < self.K else None  # (K, M_r)
         rc = rhat if self.Wr is None else np.tensordot(self.Wr, rhat, axes=(0, 0))
         self.Mr = rc.shape[0]
-        self.Pr = _pad_grid(np.moveaxis(rc, 0, -1), self.d, self.periodic)  # (*grid + 2, M_r)
+        self.rc = np.moveaxis(rc, 0, -1)  # (*grid, M_r)
+        self.Pr = _pad_grid(self.rc, self.d, self.periodic)  # (*grid + 2, M_r)
         self.crhat = None
         if estimated:  # C r_hat_k (C symmetric): the gamma row of b is sum_k ebar_k . C r_hat_k
             tabs = op.tables
@@ -105,8 +108,6 @@ class BatchedDraws:
         n = int(np.prod(self.shape))
         per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
         self.batch = int(max(1, BATCH_BYTES // per_draw))
-        row = int(np.prod(self.shape[1:]))
-        self.slab = int(max(1, _SLAB_BYTES // (8 * row * 3**self.d * max(self.Mr, self.M))))
 
     # --- noise --------------------------------------------------------------------------
     def noise(self, model, normalize, rng) -> np.ndarray:
@@ -145,23 +146,42 @@ class BatchedDraws:
         return out
 
     def _bands(self, rho: np.ndarray, ebar: np.ndarray):
-        """``W_u`` ``(S, *grid, 3^d)`` (test node major) and the band of ``b`` by data node, padded
-        ``(*grid + 2, S, 3^d)``, for a batch of draws (``ebar`` projected on the residual modes)."""
+        """``(W_u, W_b)``, each ``(S, *grid, 3^d)`` (test node major), for a batch of draws (``ebar``
+        projected on the residual modes). ``W_b`` per test node (few residual modes: the shifted
+        noise stacked, times the ``M_r`` residual values) or per data node (a GEMM with the shifted
+        residuals, then moved to the test nodes)."""
         S = rho.shape[0]
         nl = 3**self.d
+        by_test = self.Mr <= SMALL_MODES
         Wu = np.empty((S,) + self.shape + (nl,))
-        Ob = np.empty(self.shape + (S, nl))
+        Wb = np.zeros_like(Wu) if by_test else np.empty(self.shape + (S, nl))
         rhoT = np.moveaxis(rho, 0, -1)  # (M, *grid, S)
         ebT = np.moveaxis(ebar, 0, -1)  # (M_r, *grid, S)
-        for lo in range(0, self.shape[0], self.slab):
-            hi = min(self.shape[0], lo + self.slab)
+        if by_test:
+            Pe = _pad_grid(np.moveaxis(ebar, (0, 1), (-2, -1)).reshape(self.shape + (-1,)), self.d, self.periodic)
+        row = 8 * nl * int(np.prod(self.shape[1:]))
+        slab = int(max(1, _SLAB_BYTES // (row * max(self.M, self.Mr * (S + 1) if by_test else self.Mr))))
+        for lo in range(0, self.shape[0], slab):
+            hi = min(self.shape[0], lo + slab)
             Q = self._views(self.Pq, lo, hi, 1)  # (rows, *rest, M, nl)
             a = np.moveaxis(rhoT[:, lo:hi], 0, -1)  # (rows, *rest, S, M)
             Wu[:, lo:hi] = np.moveaxis(np.matmul(a, Q), -2, 0)
-            R = self._views(self.Pr, lo, hi, -1)  # (rows, *rest, M_r, nl)
-            Ob[lo:hi] = np.matmul(np.moveaxis(ebT[:, lo:hi], 0, -1), R)
-        # b: the data node n = j + l carries the entry of test node j
-        return Wu, _pad_grid(Ob, self.d, self.periodic)
+            if by_test:  # W_b[s, j, l] = sum_m r_m[j] e_m[s, j + l]
+                E = self._views(Pe, lo, hi, 1).reshape((hi - lo,) + self.shape[1:] + (S, self.Mr, nl))
+                acc = np.zeros((hi - lo,) + self.shape[1:] + (S, nl))
+                for m in range(self.Mr):
+                    acc += E[..., m, :] * self.rc[lo:hi, ..., m][..., None, None]
+                Wb[:, lo:hi] = np.moveaxis(acc, -2, 0)
+            else:  # by data node n = j + l: W[s, n, l] = sum_m e_m[s, n] r_m[n - l]
+                R = self._views(self.Pr, lo, hi, -1)  # (rows, *rest, M_r, nl)
+                Wb[lo:hi] = np.matmul(np.moveaxis(ebT[:, lo:hi], 0, -1), R)
+        if not by_test:  # the data node n = j + l carries the entry of test node j
+            Pb = _pad_grid(Wb, self.d, self.periodic)
+            Wb = np.empty_like(Wu)
+            for f, idx in enumerate(self.shifts):
+                sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
+                Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
+        return Wu, Wb
 
     def _adjoint(self, W: np.ndarray) -> np.ndarray:
         """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (to the interleaved layout first)."""
@@ -189,16 +209,15 @@ class BatchedDraws:
             if self.estimated:
                 ug[s] = float(np.vdot(self.cq, rho[s]))
                 bg[s] = float(np.vdot(eb, self.crhat))
-        Wu, Pb = self._bands(rho, ebar)
+        Wu, Wb = self._bands(rho, ebar)
         del rho, ebar
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
         for s in range(U.shape[1]):
             U[:n, s] = self._adjoint(Wu[s])
-        for f, idx in enumerate(self.shifts):  # Wu becomes W_u + W_b: test node j takes data node j + l
-            sl = tuple(slice(i, i + n_) for i, n_ in zip(idx, self.shape))
-            Wu[..., f] += np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
+        Wu += Wb
+        del Wb
         for s in range(S):
             UB[:n, s] = self._adjoint(Wu[s])
         if self.estimated:
