@@ -53,6 +53,7 @@ import scipy.stats
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
 from ..core.hermite import HermiteSpace
+from ._basis import coarser_elements  # noqa: F401  (public name)
 
 #: Lower and upper quantile of the reported credible bands.
 BAND_QUANTILES = (0.05, 0.95)
@@ -101,7 +102,13 @@ class CoefficientPosterior:
     resolution : ndarray (n_coef + 1,), optional
         Snapshot-noise model on grids that can be halved: the Richardson estimate of the FE
         discretisation error of ``[theta; gamma]`` (:func:`fpirl.uncertainty._snapshot_noise.resolution_column`),
+        the last column of ``factor`` (before ``basis``).
+    basis : ndarray (n_coef + 1,), optional
+        Snapshot-noise model with in-memory snapshots: the Richardson estimate of the Hermite basis
+        error from a refit at a coarser Hermite resolution (:func:`fpirl.uncertainty._basis.basis_column`),
         the last column of ``factor``.
+    beta_corrected : float, optional
+        beta corrected for the basis error by the same rule (:func:`fpirl.uncertainty._basis.corrected_gamma`).
     """
 
     hermite: HermiteSpace
@@ -117,6 +124,8 @@ class CoefficientPosterior:
     noise_model: str = "rows"
     bias: np.ndarray | None = None
     resolution: np.ndarray | None = None
+    basis: np.ndarray | None = None
+    beta_corrected: float | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:
@@ -315,9 +324,40 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
         return increments_posterior(est)
     post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng,
                                                                                progress=progress)
-    if isinstance(snapshots, DensitySnapshots) and post.beta_estimated:
-        post.beta_coarse = beta_at_coarser_resolution(est, snapshots)
+    if isinstance(snapshots, DensitySnapshots):
+        add_basis_error(post, est, snapshots)
     return post
+
+
+def add_basis_error(post: CoefficientPosterior, est, snapshots) -> None:
+    """Refit at :func:`coarser_elements` Hermite elements and add the basis error to ``post`` (in place).
+
+    ``beta_coarse`` and ``beta_corrected`` when beta is estimated; on the snapshot-noise model the
+    basis column (:func:`fpirl.uncertainty._basis.basis_column`) is appended to the factor.
+    """
+    from ._basis import basis_column, coarse_refit, corrected_gamma
+    from ._snapshot_noise import _density_estimator
+
+    try:
+        inner = _density_estimator(est)
+    except FpirlInputError:
+        return
+    coarse = coarse_refit(inner, snapshots)
+    if coarse is None:
+        return
+    if post.beta_estimated:
+        post.beta_coarse = float(coarse.beta_)
+        g = corrected_gamma(inner, coarse)
+        post.beta_corrected = float(1.0 / g) if g > 0 else None
+    if post.noise_model == "rows":
+        return
+    h = post.hermite
+    n = h.n_coef
+    n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
+    col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
+    col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
+    post.basis = col
+    post.factor = np.hstack([post.factor, col[:, None]])
 
 
 def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replicates: int | None = None, rng=0,
@@ -377,15 +417,6 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
     return posterior(est, snapshots, rng, progress=progress)
 
 
-def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
-    """``round(3 n_h / 4)`` per axis (at least one element fewer), or None below the minimum."""
-    n = np.asarray(elements, dtype=int)
-    coarse = np.minimum(np.rint(0.75 * n).astype(int), n - 1)
-    if np.any(coarse < (2 if periodic else 1)):
-        return None
-    return tuple(int(c) for c in coarse)
-
-
 def beta_at_coarser_resolution(est, snapshots) -> float | None:
     r"""beta refitted with :func:`coarser_elements` Hermite elements (same data and settings).
 
@@ -400,20 +431,11 @@ def beta_at_coarser_resolution(est, snapshots) -> float | None:
     lies on the same side, further out, and ``beta - 2 (beta_c - beta)`` (:data:`BASIS_ERROR_FACTOR`)
     bounds the truth whenever the error falls by at least a third from ``beta_c`` to ``beta``.
     """
-    from ..estimators.identify import PotentialEstimator
+    from ._basis import coarse_refit
 
     inner = _inner(est)
-    if inner is None or not isinstance(inner, PotentialEstimator):
-        return None
-    coarse = coarser_elements(inner.hermite_.elements, inner.hermite_.periodic)
-    if coarse is None:
-        return None
-    params = {k: getattr(inner, k) for k in ("beta", "estimate_beta", "ridge", "time_scheme",
-                                             "quadrature_points", "normalize")}
-    try:
-        return float(PotentialEstimator(hermite_elements=coarse, **params).fit(snapshots).beta_)
-    except FpirlInputError:
-        return None
+    coarse = None if inner is None else coarse_refit(inner, snapshots)
+    return None if coarse is None else float(coarse.beta_)
 
 
 def samples_posterior(est, samples: np.ndarray, method: str = "bootstrap") -> CoefficientPosterior:
