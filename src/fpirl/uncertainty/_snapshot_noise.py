@@ -62,7 +62,7 @@ import numpy as np
 import scipy.linalg
 
 from ..core._errors import FpirlInputError
-from ._batched import draw_vectors
+from ._batched import draw_vectors, full_draws
 from ._resolution import noise_shrinkage, resolution_column
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
@@ -80,7 +80,7 @@ DRAW_RTOL = 1e-6
 SIGMA_DRAWS = 8
 #: Residual entries per chunk from which the band accumulation runs on two threads.
 _THREAD_MIN_SIZE = 1 << 18
-#: Pilot draws per shape for ``noise='auto'``.
+#: Pilot draws per shape for ``noise='auto'`` (at most; fewer on large data, :func:`fpirl.uncertainty._batched.full_draws`).
 PILOT_DRAWS = 3
 #: The fitted fields are kept in memory between draws below this size (else re-read per draw).
 _CACHE_BYTES = 1 << 28
@@ -202,9 +202,11 @@ def choose_shape(res, normalize, rng) -> tuple[str, dict]:
     for *_, rhat in res.fitted():
         obs += np.sum(rhat * rhat, axis=0)
     tiny = 1e-300 + 1e-12 * obs.max()
+    # each pilot's per-node energy sums K pairs: with many pairs one pilot per shape is enough
+    pilots = min(PILOT_DRAWS, full_draws(res.op.source.n_times - 1, res.op.grid.size))
     scores = {}
     for model in NOISE_MODELS[1:]:
-        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(PILOT_DRAWS))
+        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(pilots))
         ratio = np.log((obs + tiny) / (exp + 1e-12 * exp.max() + 1e-300))
         scores[model] = float(np.var(ratio))
     return min(scores, key=scores.get), scores
