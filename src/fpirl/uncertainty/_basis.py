@@ -103,3 +103,33 @@ def corrected_gamma(inner, coarse_est) -> float:
     ratio = float(np.mean(np.asarray(inner.hermite_.elements, float) / np.asarray(coarse_est.hermite_.elements, float)))
     g, gc = 1.0 / inner.beta_, 1.0 / coarse_est.beta_
     return g - (gc - g) / (ratio**BASIS_ORDER - 1.0)
+
+
+def add_basis_error(post, est, snapshots) -> None:
+    """Refit at :func:`coarser_elements` Hermite elements and add the basis error to ``post`` (in place).
+
+    ``beta_coarse`` and ``beta_corrected`` when beta is estimated; on the snapshot-noise model the
+    basis column (:func:`fpirl.uncertainty._basis.basis_column`) is appended to the factor.
+    """
+    from ._snapshot_noise import _density_estimator
+
+    try:
+        inner = _density_estimator(est)
+    except FpirlInputError:
+        return
+    coarse = coarse_refit(inner, snapshots)
+    if coarse is None:
+        return
+    if post.beta_estimated:
+        post.beta_coarse = float(coarse.beta_)
+        g = corrected_gamma(inner, coarse)
+        post.beta_corrected = float(1.0 / g) if g > 0 else None
+    if post.noise_model == "rows":
+        return
+    h = post.hermite
+    n = h.n_coef
+    n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
+    col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
+    col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
+    post.basis = col
+    post.factor = np.hstack([post.factor, col[:, None]])

@@ -325,39 +325,10 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
     post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng,
                                                                                progress=progress)
     if isinstance(snapshots, DensitySnapshots):
+        from ._basis import add_basis_error
+
         add_basis_error(post, est, snapshots)
     return post
-
-
-def add_basis_error(post: CoefficientPosterior, est, snapshots) -> None:
-    """Refit at :func:`coarser_elements` Hermite elements and add the basis error to ``post`` (in place).
-
-    ``beta_coarse`` and ``beta_corrected`` when beta is estimated; on the snapshot-noise model the
-    basis column (:func:`fpirl.uncertainty._basis.basis_column`) is appended to the factor.
-    """
-    from ._basis import basis_column, coarse_refit, corrected_gamma
-    from ._snapshot_noise import _density_estimator
-
-    try:
-        inner = _density_estimator(est)
-    except FpirlInputError:
-        return
-    coarse = coarse_refit(inner, snapshots)
-    if coarse is None:
-        return
-    if post.beta_estimated:
-        post.beta_coarse = float(coarse.beta_)
-        g = corrected_gamma(inner, coarse)
-        post.beta_corrected = float(1.0 / g) if g > 0 else None
-    if post.noise_model == "rows":
-        return
-    h = post.hermite
-    n = h.n_coef
-    n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
-    col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
-    col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
-    post.basis = col
-    post.factor = np.hstack([post.factor, col[:, None]])
 
 
 def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replicates: int | None = None, rng=0,
