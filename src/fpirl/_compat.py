@@ -58,10 +58,14 @@ class _Alias(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._spec = module.__spec__
+        return module
 
     def exec_module(self, module):  # already executed under its new name
-        pass
+        # the import system has just set the alias spec on the shared module; keep the real one, or
+        # relative imports inside it warn (ImportWarning: __package__ != __spec__.parent)
+        module.__spec__ = self._spec
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):
