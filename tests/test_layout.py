@@ -20,6 +20,8 @@ SRC = Path(fpirl.__file__).parent
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_old_import_path_is_the_moved_module(old):
     assert importlib.import_module(old) is importlib.import_module(MOVED[old])
+    # the alias keeps the module's own spec (else its relative imports raise ImportWarning)
+    assert importlib.import_module(old).__spec__.name == MOVED[old]
 
 
 def test_old_from_import_in_a_fresh_interpreter():
