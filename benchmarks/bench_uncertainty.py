@@ -18,6 +18,16 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    coverage, std / error, 90% half-width, the recovered noise level; and the snapshot-noise
    posterior of a 2-D fit on the assembled and on the matrix-free path.
    (``--only calibration|beta|cost`` runs one of parts 1-3.)
+5. Default fit vs bare fit vs GEMM (``--only default``, issue 20): one 4096^3 float64 GEMM, then
+   ``fpirl fit --uncertainty none`` and the default ``fpirl fit`` (posterior, potential_std and the
+   policy/reward bands) on a 4-D state-action density file (15^4 nodes, 50 snapshots, 4 Hermite
+   elements per axis, beta given), each in a fresh process, side by side in one run; wall seconds,
+   peak RSS and the load average. ``--dims 4,5`` adds the 5-D case (8^5 nodes, 3 elements, 20
+   snapshots: the exact matrix-free path).
+6. The Hermite basis error (``--only basis``, issue 20): 12 seeded 2-D sets (spectral solver,
+   trigonometric psi, beta = 4 given, 31 snapshots, 32^2 nodes, 5% multiplicative noise): coverage
+   of the 90% band at 4 and 8 Hermite elements with and without the basis column; and the noise-free
+   data of part 2 with beta estimated: raw and corrected beta, interval.
 """
 
 import argparse
@@ -206,11 +216,141 @@ def snapshot_noise(n_sets):
               flush=True)
 
 
+def basis_error(n_sets=12):
+    from fpirl import DensitySnapshots, Grid, PotentialEstimator
+    from fpirl.forward import SpectralSolver, von_mises_bump
+    from fpirl.core.hermite import HermiteSpace
+    from fpirl.problems.synthetic import smooth_function
+    from fpirl.uncertainty import posterior
+
+    beta = 4.0
+    f = smooth_function(2, True)
+    times = 0.02 * np.arange(31)
+    init = von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5)
+    grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
+    h6 = HermiteSpace([-1, -1], [1, 1], 6, True)
+    c6 = h6.interpolate(f)
+    grads = {"trigonometric psi": lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1),
+             "psi in the 6-element space": lambda x: h6.gradient(c6, x)}
+    data = {}
+    for label, grad in grads.items():
+        solver = SpectralSolver([-1, -1], [1, 1], 96, grad, beta)
+        data[label] = np.clip(solver.evaluate(solver.solve(init, times), grid.coords), 0, None)
+    clean = data["trigonometric psi"]
+    true = f(grid.mesh(), (0, 0))
+    true = true - grid.integrate(true) / grid.volume
+    print("| n_h | coverage with the basis column (mean, min over sets) | without | s |")
+    print("| --- | --- | --- | --- |")
+    for nh in (4, 8):
+        c1, c0 = [], []
+        t0 = time.perf_counter()
+        for seed in range(n_sets):
+            rng = np.random.default_rng(seed)
+            s = DensitySnapshots(grid, times, clean * (1 + 0.05 * rng.standard_normal(clean.shape)))
+            est = PotentialEstimator(hermite_elements=nh, beta=beta).fit(s)
+            post = posterior(est, s, rng=seed)
+            q = post.quantile(0.95)
+            err = np.abs(est.potential_on_grid() - true)
+            c1.append(np.mean(err <= q * post.potential_std(grid.coords)))
+            post.factor = post.factor[:, :-1]
+            c0.append(np.mean(err <= q * post.potential_std(grid.coords)))
+        print(f"| {nh} | {np.mean(c1):.3f}, {np.min(c1):.2f} | {np.mean(c0):.3f}, {np.min(c0):.2f} | "
+              f"{time.perf_counter() - t0:.0f} |", flush=True)
+    print("| psi | n_h | beta (raw) | beta_corrected | 90% interval | covers 4 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for label, values in data.items():
+        s = DensitySnapshots(grid, times, values)
+        for nh in (3, 4, 6, 8):
+            est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+            post = posterior(est, s)
+            lo, hi = post.beta_interval()
+            bc = post.beta_corrected
+            print(f"| {label} | {nh} | {est.beta_:.4f} ({100 * (est.beta_ / beta - 1):+.2f}%) | "
+                  f"{bc:.4f} ({100 * (bc / beta - 1):+.2f}%) | [{lo:.4f}, {hi:.4f}] | {'yes' if lo <= beta <= hi else 'NO'} |",
+                  flush=True)
+
+
+def _state_action_file(path, d, n, n_times):
+    """A smooth periodic density file on a state-action grid (half state, half action axes)."""
+    from fpirl import DensitySnapshots, Grid
+    from fpirl.io.netcdf import write_density
+
+    rng = np.random.default_rng(0)
+    names = tuple(f"s{i}" for i in range(d // 2)) + tuple(f"a{i}" for i in range(d - d // 2))
+    roles = ("state",) * (d // 2) + ("action",) * (d - d // 2)
+    grid = Grid([-1.0] * d, [1.0] * d, n, names=names, roles=roles)
+    mesh = grid.mesh()
+    k = rng.integers(-2, 3, size=(6, d))
+    phase = rng.uniform(0, 2 * np.pi, 6)
+    base = 1.5 + sum(0.2 * np.cos(np.pi * mesh @ kk + ph) for kk, ph in zip(k, phase))
+    t = np.linspace(0, 1, n_times)[:, None]
+    values = base[None] * (1 + 0.1 * np.sin(3 * t).reshape((-1,) + (1,) * d) * np.cos(np.pi * mesh[..., 0])[None])
+    write_density(path, DensitySnapshots(grid, np.arange(n_times) * 0.02, values))
+
+
+def _child(kind, args):
+    """One measured step in this (fresh) process: prints wall seconds and peak RSS (GB) as JSON."""
+    import json
+    import resource
+
+    t0 = time.perf_counter()
+    if kind == "gemm":
+        a = np.random.default_rng(0).standard_normal((4096, 4096))
+        b = np.random.default_rng(1).standard_normal((4096, 4096))
+        t0 = time.perf_counter()
+        a @ b
+    else:
+        from fpirl.cli import main as cli
+
+        t0 = time.perf_counter()
+        rc = cli(args)
+        assert rc == 0, rc
+    print(json.dumps({"seconds": time.perf_counter() - t0,
+                      "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                      "load_1min": os.getloadavg()[0]}))
+
+
+def default_vs_bare(dims):
+    import json
+    import subprocess
+    import tempfile
+
+    cases = {4: (15, 50, 4), 5: (8, 20, 3)}
+    print("| case | GEMM 4096^3 s | fit --uncertainty none s (x GEMM) | default fit s (x bare fit) | peak GB none / default "
+          "| load |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in dims:
+            n, k, nh = cases[d]
+            data = os.path.join(tmp, f"d{d}.nc")
+            _state_action_file(data, d, n, k)
+            common = ["fit", data, "--beta", "5", "--hermite-elements", str(nh), "--no-progress"]
+
+            def run(kind, args=()):
+                out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True,
+                                     check=True)
+                return json.loads(out.stdout.strip().splitlines()[-1])
+
+            gemm = run("gemm")
+            none = run("cli", common + ["-o", os.path.join(tmp, "none.nc"), "--uncertainty", "none"])
+            default = run("cli", common + ["-o", os.path.join(tmp, "default.nc")])
+            gemm2 = run("gemm")
+            g = 0.5 * (gemm["seconds"] + gemm2["seconds"])
+            print(f"| {d}-D, {n}^{d} nodes, {k} snapshots, {nh} Hermite elements | {g:.2f} | "
+                  f"{none['seconds']:.1f} ({none['seconds'] / g:.1f}x) | {default['seconds']:.1f} "
+                  f"({default['seconds'] / none['seconds']:.2f}x) | {none['peak_rss_gb']:.2f} / "
+                  f"{default['peak_rss_gb']:.2f} | {gemm['load_1min']:.1f}-{gemm2['load_1min']:.1f} |", flush=True)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        _child(sys.argv[2], sys.argv[3:])
+        sys.exit(0)
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
-    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot"), help="run one part")
+    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis"), help="run one part")
+    ap.add_argument("--dims", default="4", help="dimensions of the default-vs-bare part (4 and/or 5)")
     args = ap.parse_args()
     print("load average:", os.getloadavg())
     from contextlib import nullcontext
@@ -226,4 +366,8 @@ if __name__ == "__main__":
         cost(args.quick)
     if args.only in (None, "snapshot"):
         snapshot_noise(10 if args.quick else 30)
+    if args.only in (None, "basis"):
+        basis_error()
+    if args.only in (None, "default"):
+        default_vs_bare([int(v) for v in args.dims.split(",")])
     print("load average:", os.getloadavg())

@@ -238,7 +238,9 @@ def _fit_density(args, out) -> int:
 def _print_uncertainty(extra) -> None:
     if "beta_lower" in extra:
         print(f"fpirl fit: uncertainty ({extra['uncertainty']}): beta 90% interval "
-              f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]")
+              f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]"
+              + (f"; corrected for the Hermite basis error: {extra['beta_corrected']:.6g}" if "beta_corrected" in extra
+                 else ""))
 
 
 # --------------------------------------------------------------------------------------------

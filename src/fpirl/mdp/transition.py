@@ -10,6 +10,7 @@ nodes ``(s, a)`` in C order. No dense ``(n_s n_a) x n_s`` matrix is formed excep
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -121,6 +122,15 @@ def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) ->
     if sigma * sigma - h * h / 6.0 >= 4.0 * h * h:
         # tau >= 2 h: E[(X - x_l)(x_r - X)] = h^2/6 up to (h^2/pi^2) exp(-2 pi^2 tau^2/h^2) < 1e-34 h^2
         return np.full(np.shape(theta), sigma * sigma - h * h / 6.0)
+    grid, tau2 = _tau2_table(float(sigma), float(h), int(table))
+    t = np.mod(theta, 1.0)
+    return np.interp(np.minimum(t, 1.0 - t), grid, tau2)
+
+
+@functools.lru_cache(maxsize=32)
+def _tau2_table(sigma: float, h: float, table: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bisection table of :func:`_moment_tau2` (depends on ``sigma`` and ``h`` only: computed once
+    for all posterior draws of the bands that share beta)."""
     grid = np.linspace(0.0, 0.5, table)
     lo, hi = np.zeros(table), np.full(table, sigma * sigma)
     for _ in range(60):
@@ -130,8 +140,9 @@ def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) ->
         lo = np.where(above, lo, mid)
     tau2 = 0.5 * (lo + hi)
     tau2[h * h * grid * (1.0 - grid) >= sigma * sigma] = 0.0
-    t = np.mod(theta, 1.0)
-    return np.interp(np.minimum(t, 1.0 - t), grid, tau2)
+    grid.flags.writeable = False
+    tau2.flags.writeable = False
+    return grid, tau2
 
 
 def _outer_sum(left: np.ndarray, right: np.ndarray) -> np.ndarray:

@@ -61,8 +61,9 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     ``potential_std`` (nodal posterior std of the zero-mean psi), ``policy_lower``/``policy_upper``
     and ``reward_lower``/``reward_upper`` (5%/95%, when the MDP is recovered), and the attrs
     ``uncertainty`` (method), ``uncertainty_noise`` (snapshot-noise shape, density fits with their
-    data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
-    ``beta_upper`` (5%/95%). ``post=None`` gives ``{'uncertainty': 'none'}``.
+    data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_basis``
+    (1 when the Hermite basis-error column is included), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
+    ``beta_upper`` (5%/95%) and ``beta_corrected`` (beta corrected for the Hermite basis error). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
     if post is None:
@@ -73,6 +74,7 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     if post.noise_model != "rows":  # density fits with their snapshots: the snapshot-noise model's shape
         out["uncertainty_noise"] = post.noise_model
         out["uncertainty_resolution"] = int(post.resolution is not None)
+        out["uncertainty_basis"] = int(post.basis is not None)
     out["potential_std"] = xr.DataArray(post.potential_std(grid.coords), dims=dims, attrs={
         "long_name": "posterior std of the zero-mean potential psi", "method": post.method})
     bands = credible_bands(post, grid, dt, gamma, n_samples, rng, progress=progress,
@@ -88,6 +90,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["beta_lower"], out["beta_upper"] = post.beta_interval()
         if post.beta_coarse is not None:
             out["beta_coarse"] = post.beta_coarse
+        if post.beta_corrected is not None:
+            out["beta_corrected"] = post.beta_corrected
     return out
 
 

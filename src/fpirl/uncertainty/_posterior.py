@@ -57,7 +57,13 @@ class CoefficientPosterior:
     resolution : ndarray (n_coef + 1,), optional
         Snapshot-noise model on grids that can be halved: the Richardson estimate of the FE
         discretisation error of ``[theta; gamma]`` (:func:`fpirl.uncertainty._snapshot_noise.resolution_column`),
+        the last column of ``factor`` (before ``basis``).
+    basis : ndarray (n_coef + 1,), optional
+        Snapshot-noise model with in-memory snapshots: the Richardson estimate of the Hermite basis
+        error from a refit at a coarser Hermite resolution (:func:`fpirl.uncertainty._basis.basis_column`),
         the last column of ``factor``.
+    beta_corrected : float, optional
+        beta corrected for the basis error by the same rule (:func:`fpirl.uncertainty._basis.corrected_gamma`).
     """
 
     hermite: HermiteSpace
@@ -73,6 +79,8 @@ class CoefficientPosterior:
     noise_model: str = "rows"
     bias: np.ndarray | None = None
     resolution: np.ndarray | None = None
+    basis: np.ndarray | None = None
+    beta_corrected: float | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:

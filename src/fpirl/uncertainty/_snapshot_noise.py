@@ -19,9 +19,10 @@ first order by
 
 ``\hat r`` the fitted residual (``K`` the penalised normal matrix, bordered when beta is estimated).
 ``S`` seeded draws ``e_s = s \odot z_s`` (unit scale) give the vectors ``u_s = D(p)^T r(e_s)`` and
-``b_s = D(e_s)^T \hat r``, computed by the band passes of :class:`fpirl.weakform.matfree.NormalOperator`
-(``O(3^d)`` per node and snapshot and three adjoint walks per draw; no normal matrix of the noise;
-about 0.3-0.5 s per draw at 38,416 nodes x 11 snapshots, 0.01 s at 64^2 x 11).
+``b_s = D(e_s)^T \hat r``, computed for all draws of a batch at once (:mod:`fpirl.uncertainty._batched`:
+the noise summed over time onto the POD modes of the data before its residual is formed, the
+``3^d`` bands as stacked GEMMs over the draws, two adjoint walks per draw; no normal matrix of the
+noise).
 
 * **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = mean_s ||r(e_s) + D(p) d_s||^2``,
   ``d_s = -K^{-1} u_s``: the observed residual sum of squares matched to its expectation under
@@ -59,9 +60,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
+from ._batched import _noise, draw_vectors, full_draws
 from ._resolution import noise_shrinkage, resolution_column
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
@@ -84,7 +85,7 @@ DRAW_RTOL = 1e-6
 SIGMA_DRAWS = 8
 #: Residual entries per chunk from which the band accumulation runs on two threads.
 _THREAD_MIN_SIZE = 1 << 18
-#: Pilot draws per shape for ``noise='auto'``.
+#: Pilot draws per shape for ``noise='auto'`` (at most; fewer on large data, :func:`fpirl.uncertainty._batched.full_draws`).
 PILOT_DRAWS = 3
 #: The fitted fields are kept in memory between draws below this size (else re-read per draw).
 _CACHE_BYTES = 1 << 28
@@ -155,15 +156,6 @@ class _Residuals:
         self._filled = self._cache is not None
 
 
-def _noise(block, carry, model, normalize, grid, rng):
-    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
-    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
-    if carry is not None:
-        z = np.concatenate([carry[None], z])
-    e = z * block if model == "multiplicative" else z.copy()
-    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
-        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
-    return e, z[-1]
 
 
 def _draw(res, model, normalize, rng, need_bands=True):
@@ -200,9 +192,11 @@ def choose_shape(res, normalize, rng) -> tuple[str, dict]:
     for *_, rhat in res.fitted():
         obs += np.sum(rhat * rhat, axis=0)
     tiny = 1e-300 + 1e-12 * obs.max()
+    # each pilot's per-node energy sums K pairs: with many pairs one pilot per shape is enough
+    pilots = min(PILOT_DRAWS, full_draws(res.op.source.n_times - 1, res.op.grid.size))
     scores = {}
     for model in NOISE_MODELS[1:]:
-        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(PILOT_DRAWS))
+        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(pilots))
         ratio = np.log((obs + tiny) / (exp + 1e-12 * exp.max() + 1e-300))
         scores[model] = float(np.var(ratio))
     return min(scores, key=scores.get), scores
@@ -341,13 +335,9 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         noise = choose_shape(res, inner.normalize, g_pilot)[0]
 
     n, nx = h.n_coef, h.n_coef + int(estimated)
-    U, B, Q = np.empty((nx, n_draws)), np.empty((nx, n_draws)), np.empty((nx, n_draws))
-    rr = np.empty(n_draws)
-    for s in tqdm(range(n_draws), desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
-                  leave=False):
-        U[:n, s], B[:n, s], Q[:n, s], rr[s], _, ug, bg, qg = _draw(res, noise, inner.normalize, g_noise)
-        if estimated:
-            U[n, s], B[n, s], Q[n, s] = ug, bg, qg
+    # all draws through batched contractions, the noise summed over time first (fpirl.uncertainty._batched)
+    m = min(n_draws, SIGMA_DRAWS)
+    UB, U, Q, rr = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m)
     rss = n_rows = 0
     for *_, rhat in res.fitted():
         rss += float(np.vdot(rhat, rhat))
@@ -355,9 +345,8 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     solver = _Solver(inner, op, estimated, rtol)
     # E_1[RSS]: ||r(e_s)||^2 from every draw; the correction through d_s = -K^{-1} u_s (of the order
     # of the number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
-    m = min(n_draws, SIGMA_DRAWS)
-    Y = solver.solve(U[:, :m])
-    correction = -2 * np.sum(U[:, :m] * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
+    Y = solver.solve(U)
+    correction = -2 * np.sum(U * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
     e_rss = float(np.mean(rr) + np.mean(correction))
     if not (e_rss > 0 and rss > 0):
         raise FpirlInputError("the residual of the fit is zero: the noise level cannot be estimated")
@@ -365,7 +354,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     sigma0_2 = rss / max(n_rows - nx, 1)
     prior = np.zeros((nx, n_draws))
     prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
-    F = -solver.solve(np.sqrt(sigma2) * (U + B) + prior) / np.sqrt(n_draws)  # one solve per draw
+    F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
     bias = -sigma2 * solver.solve(Q.mean(axis=1, keepdims=True))  # second order: E[D(e)^T r(e)]
     resolution = resolution_column(inner, given, estimated) if resolve else None
     if resolution is not None:

@@ -50,6 +50,7 @@ import scipy.linalg
 
 from ..core._errors import FpirlInputError
 from ..core.hermite import HermiteSpace, embed_constant_axes
+from ._basis import add_basis_error, coarse_refit, coarser_elements  # noqa: F401  (coarser_elements: public name)
 from ._posterior import (BAND_QUANTILES, BASIS_ERROR_FACTOR, CoefficientPosterior, _conditioned_factor,  # noqa: F401
                          samples_posterior)
 from ..core.density import DensitySnapshots
@@ -171,8 +172,8 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
         return increments_posterior(est)
     post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng,
                                                                                progress=progress)
-    if isinstance(snapshots, DensitySnapshots) and post.beta_estimated:
-        post.beta_coarse = beta_at_coarser_resolution(est, snapshots)
+    if isinstance(snapshots, DensitySnapshots):
+        add_basis_error(post, est, snapshots)
     return post
 
 
@@ -226,15 +227,6 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
     return posterior(est, snapshots, rng, progress=progress)
 
 
-def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
-    """``round(3 n_h / 4)`` per axis (at least one element fewer), or None below the minimum."""
-    n = np.asarray(elements, dtype=int)
-    coarse = np.minimum(np.rint(0.75 * n).astype(int), n - 1)
-    if np.any(coarse < (2 if periodic else 1)):
-        return None
-    return tuple(int(c) for c in coarse)
-
-
 def beta_at_coarser_resolution(est, snapshots) -> float | None:
     r"""beta refitted with :func:`coarser_elements` Hermite elements (same data and settings).
 
@@ -250,14 +242,5 @@ def beta_at_coarser_resolution(est, snapshots) -> float | None:
     bounds the truth whenever the error falls by at least a third from ``beta_c`` to ``beta``.
     """
     inner = _inner(est)
-    if inner is None or not isinstance(inner, PotentialEstimator):
-        return None
-    coarse = coarser_elements(inner.hermite_.elements, inner.hermite_.periodic)
-    if coarse is None:
-        return None
-    params = {k: getattr(inner, k) for k in ("beta", "estimate_beta", "ridge", "time_scheme",
-                                             "quadrature_points", "normalize")}
-    try:
-        return float(PotentialEstimator(hermite_elements=coarse, **params).fit(snapshots).beta_)
-    except FpirlInputError:
-        return None
+    coarse = None if inner is None else coarse_refit(inner, snapshots)
+    return None if coarse is None else float(coarse.beta_)

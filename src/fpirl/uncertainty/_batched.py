@@ -1,0 +1,279 @@
+r"""All snapshot-noise draws of the posterior through batched contractions (issue 20).
+
+:func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior` needs, per unit-scale noise draw
+``e_s`` (all snapshots), the two coefficient vectors
+
+.. math::
+    u_s = D(\bar p)^T r(e_s) = \mathrm{adj}\Big(\sum_k r_k(e_s) \otimes \mathrm{shift}(\bar p_k)\Big),\qquad
+    b_s = D(\bar e_s)^T \hat r = \mathrm{adj}\Big(\sum_k \hat r_k \otimes \mathrm{shift}(\bar e_{s,k})\Big),
+
+(``adj`` the adjoint walk of :class:`fpirl.weakform.matfree.NormalOperator`, ``⊗ shift`` the
+``3^d`` band ``W[l, j] = a[j] b[j + l]``). The per-draw loop of the original code formed every
+``r_k(e_s)`` and both bands with ``3^d`` elementwise passes per draw. Here
+
+* **linearity in time**: the residual of pair ``k`` is ``R_+ e_{k+1} + R_- e_k`` with operators
+  ``R_±`` that do not depend on ``k``, and the data enter ``u`` only through ``bar p_k``. With the
+  eigendecomposition of the ``K x K`` Gram matrix ``Pbar Pbar^T = V Λ V^T`` (modes below
+  ``1e-13 λ_max`` dropped, as in the matrix-free path's compression), ``bar p_k = Σ_m V_km q_m``
+  and ``Σ_k r_k(e) ⊗ shift(bar p_k) = Σ_m ρ_m ⊗ shift(q_m)`` with
+  ``ρ_m = R_+ (Σ_k V_km e_{k+1}) + R_- (Σ_k V_km e_k)``: the noise is summed over time first and
+  only ``M`` residuals per draw are formed (``M`` the number of modes; used when ``2M < K + 1``);
+* **one contraction for all draws of a batch**: per test node ``j`` the band of ``u`` is the GEMM
+  ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
+  the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
+  (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
+* the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` need the full
+  residual of the noise; they are expectations (sums over all nodes and pairs, relative Monte
+  Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
+  :func:`full_draws` draws.
+
+The noise itself is drawn exactly as by the per-draw code (same generator calls), so the result
+equals it to rounding (test).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import scipy.linalg
+
+from ..core._tensor import apply_along_axes
+from ..weakform.assembly import time_pairs
+from tqdm.auto import tqdm
+
+#: Residual entries (pairs x nodes, summed over draws) for ``E||r(e)||^2`` and the second-order (bias) band.
+FULL_ENTRIES = 10**6
+#: At most this many draws form their full noise residual.
+FULL_DRAWS_MAX = 8
+#: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
+COMPRESS_RTOL = 1e-13
+#: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
+BATCH_BYTES = 3 << 28
+#: Residual modes up to which the band of ``b`` is formed per test node (else per data node, a GEMM).
+SMALL_MODES = 8
+#: Memory for the stacked ``3^d`` data views of one slab of nodes.
+_SLAB_BYTES = 1 << 25
+
+
+def _noise(block, carry, model, normalize, grid, rng):
+    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
+    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
+    if carry is not None:
+        z = np.concatenate([carry[None], z])
+    e = z * block if model == "multiplicative" else z.copy()
+    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
+        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
+    return e, z[-1]
+
+
+def _pad_grid(x: np.ndarray, d: int, periodic: bool, lead: int = 0) -> np.ndarray:
+    """One halo node per side on the ``d`` grid axes that follow ``lead`` leading axes."""
+    width = [(0, 0)] * lead + [(1, 1)] * d + [(0, 0)] * (x.ndim - lead - d)
+    return np.pad(x, width, mode="wrap" if periodic else "constant")
+
+
+class BatchedDraws:
+    """The fitted data (time-compressed) and the per-batch contractions of :func:`draw_vectors`."""
+
+    def __init__(self, res, estimated: bool):
+        op = res.op
+        self.res, self.op, self.estimated = res, op, estimated
+        self.d, self.shape, self.periodic = op.d, op.shape, op.grid.periodic
+        self.shifts = list(itertools.product(range(3), repeat=self.d))
+        blocks, pbar, c, rhat = [], [], [], []
+        for block, pb, cc, rh in res.fitted():
+            blocks.append(block)
+            pbar.append(pb)
+            c.append(cc)
+            rhat.append(rh)
+        self.blocks = blocks
+        pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
+        self.K = pbar.shape[0]
+        flat = pbar.reshape(self.K, -1)
+        lam, vec = scipy.linalg.eigh(flat @ flat.T)
+        keep = lam > COMPRESS_RTOL * lam[-1]
+        self.compressed = 2 * int(np.count_nonzero(keep)) < self.K + 1
+        if self.compressed:
+            self.V = vec[:, keep]  # (K, M)
+            q = np.tensordot(self.V, pbar, axes=(0, 0))
+            cq = np.tensordot(self.V, c, axes=(0, 0))
+        else:
+            self.V, q, cq = None, pbar, c
+        self.M = q.shape[0]
+        self.cq = cq  # C q_m: the gamma row of u
+        self.Pq = _pad_grid(np.moveaxis(q, 0, -1), self.d, self.periodic)  # (*grid + 2, M)
+        # the residual side of b, compressed the same way: r_hat_k = sum_m Wr_km rho_hat_m
+        flat = rhat.reshape(self.K, -1)
+        lam, vec = scipy.linalg.eigh(flat @ flat.T)
+        keep = lam > COMPRESS_RTOL * max(lam[-1], 1e-300)
+        self.Wr = vec[:, keep] if np.count_nonzero(keep) < self.K else None  # (K, M_r)
+        rc = rhat if self.Wr is None else np.tensordot(self.Wr, rhat, axes=(0, 0))
+        self.Mr = rc.shape[0]
+        self.rc = np.moveaxis(rc, 0, -1)  # (*grid, M_r)
+        self.Pr = _pad_grid(self.rc, self.d, self.periodic)  # (*grid + 2, M_r)
+        self.crhat = None
+        if estimated:  # C r_hat_k (C symmetric): the gamma row of b is sum_k ebar_k . C r_hat_k
+            tabs = op.tables
+            self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
+                             for a in range(self.d))
+        n = int(np.prod(self.shape))
+        per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
+        self.batch = int(max(1, BATCH_BYTES // per_draw))
+
+    # --- noise --------------------------------------------------------------------------
+    def noise(self, model, normalize, rng) -> np.ndarray:
+        """One unit-scale draw of all snapshots, ``(K + 1, *grid)``, with the generator calls of the per-draw code."""
+
+        carry, parts = None, []
+        for block in self.blocks:
+            e, carry = _noise(block, carry, model, normalize, self.op.grid, rng)
+            parts.append(e if not parts else e[1:])
+        return np.concatenate(parts)
+
+    def _residual(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
+        """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``."""
+        res, op = self.res, self.op
+        tabs = op.tables
+        r = apply_along_axes(qdot, [tb.mass for tb in tabs])
+        for a in range(self.d):
+            r += res.gamma * apply_along_axes(qbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
+        P = res._pad(qbar)
+        x = op._residuals_sparse(res.U, P)
+        if x is None:
+            x = np.zeros(op.shape + (P.shape[-1],))
+            for idx, view in op._views(P):
+                x += view * res.U[op._key(idx)][..., None]
+        return r + np.moveaxis(x, -1, 0)
+
+    # --- one batch ----------------------------------------------------------------------
+    def _views(self, P, lo, hi, sign):
+        """``P[j + sign (l - 1)]`` for rows ``lo:hi`` of the first axis, stacked: ``(rows, *rest, m, 3^d)``."""
+        out = np.empty((hi - lo,) + self.shape[1:] + (P.shape[-1], len(self.shifts)))
+        for f, idx in enumerate(self.shifts):
+            o = [1 + sign * (i - 1) for i in idx]
+            sl = (slice(lo + o[0], hi + o[0]),) + tuple(slice(oi, oi + n) for oi, n in zip(o[1:], self.shape[1:]))
+            out[..., f] = P[sl]
+        return out
+
+    def _bands(self, rho: np.ndarray, ebar: np.ndarray):
+        """``(W_u, W_b)``, each ``(S, *grid, 3^d)`` (test node major), for a batch of draws (``ebar``
+        projected on the residual modes). ``W_b`` per test node (few residual modes: the shifted
+        noise stacked, times the ``M_r`` residual values) or per data node (a GEMM with the shifted
+        residuals, then moved to the test nodes)."""
+        S = rho.shape[0]
+        nl = 3**self.d
+        by_test = self.Mr <= SMALL_MODES
+        Wu = np.empty((S,) + self.shape + (nl,))
+        Wb = np.zeros_like(Wu) if by_test else np.empty(self.shape + (S, nl))
+        rhoT = np.moveaxis(rho, 0, -1)  # (M, *grid, S)
+        ebT = np.moveaxis(ebar, 0, -1)  # (M_r, *grid, S)
+        if by_test:
+            Pe = _pad_grid(np.moveaxis(ebar, (0, 1), (-2, -1)).reshape(self.shape + (-1,)), self.d, self.periodic)
+        row = 8 * nl * int(np.prod(self.shape[1:]))
+        slab = int(max(1, _SLAB_BYTES // (row * max(self.M, self.Mr * (S + 1) if by_test else self.Mr))))
+        for lo in range(0, self.shape[0], slab):
+            hi = min(self.shape[0], lo + slab)
+            Q = self._views(self.Pq, lo, hi, 1)  # (rows, *rest, M, nl)
+            a = np.moveaxis(rhoT[:, lo:hi], 0, -1)  # (rows, *rest, S, M)
+            Wu[:, lo:hi] = np.moveaxis(np.matmul(a, Q), -2, 0)
+            if by_test:  # W_b[s, j, l] = sum_m r_m[j] e_m[s, j + l]
+                E = self._views(Pe, lo, hi, 1).reshape((hi - lo,) + self.shape[1:] + (S, self.Mr, nl))
+                acc = np.zeros((hi - lo,) + self.shape[1:] + (S, nl))
+                for m in range(self.Mr):
+                    acc += E[..., m, :] * self.rc[lo:hi, ..., m][..., None, None]
+                Wb[:, lo:hi] = np.moveaxis(acc, -2, 0)
+            else:  # by data node n = j + l: W[s, n, l] = sum_m e_m[s, n] r_m[n - l]
+                R = self._views(self.Pr, lo, hi, -1)  # (rows, *rest, M_r, nl)
+                Wb[lo:hi] = np.matmul(np.moveaxis(ebT[:, lo:hi], 0, -1), R)
+        if not by_test:  # the data node n = j + l carries the entry of test node j
+            Pb = _pad_grid(Wb, self.d, self.periodic)
+            Wb = np.empty_like(Wu)
+            for f, idx in enumerate(self.shifts):
+                sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
+                Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
+        return Wu, Wb
+
+    def _adjoint(self, W: np.ndarray) -> np.ndarray:
+        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (to the interleaved layout first)."""
+        d = self.d
+        x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
+        return self.op._adjoint(np.ascontiguousarray(x)).ravel()
+
+    def batch_vectors(self, noises, n_u: int = 0):
+        """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
+        (``nx = n_coef + [gamma]``)."""
+        S = len(noises)
+        rho = np.empty((S, self.M) + self.shape)
+        ebar = np.empty((S, self.Mr) + self.shape)
+        ug, bg = np.zeros(S), np.zeros(S)
+        dt, scheme = self.op.source.dt, self.res.scheme
+        for s, e in enumerate(noises):
+            eb, ed = time_pairs(e, dt, scheme)
+            ebar[s] = eb if self.Wr is None else np.tensordot(self.Wr, eb, axes=(0, 0))
+            if self.compressed:
+                pair = np.stack([np.tensordot(self.V, e[:-1], axes=(0, 0)), np.tensordot(self.V, e[1:], axes=(0, 0))])
+                qb, qd = time_pairs(pair, dt, scheme)
+                rho[s] = self._residual(qb[0], qd[0])
+            else:
+                rho[s] = self._residual(eb, ed)
+            if self.estimated:
+                ug[s] = float(np.vdot(self.cq, rho[s]))
+                bg[s] = float(np.vdot(eb, self.crhat))
+        Wu, Wb = self._bands(rho, ebar)
+        del rho, ebar
+        n = self.op.hermite.n_coef
+        nx = n + int(self.estimated)
+        UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
+        for s in range(U.shape[1]):
+            U[:n, s] = self._adjoint(Wu[s])
+        Wu += Wb
+        del Wb
+        for s in range(S):
+            UB[:n, s] = self._adjoint(Wu[s])
+        if self.estimated:
+            UB[n] = ug + bg
+            U[n] = ug[: U.shape[1]]
+        return UB, U
+
+    def full_statistics(self, e: np.ndarray):
+        """``(||r(e)||^2, adj(sum_k r_k(e) ⊗ shift(ē_k)), C ē . r(e))`` of one draw (second-order terms)."""
+        op = self.op
+        ebar, ce, re = self.res.apply(e)
+        W = np.zeros(op._band_shape())
+        self.res.accumulate(W, re, ebar)
+        return float(np.vdot(re, re)), op._adjoint(W).ravel(), float(np.vdot(ce, re))
+
+
+def full_draws(K: int, n_nodes: int) -> int:
+    """Draws whose full noise residual enters ``E||r(e)||^2`` and the bias: enough for :data:`FULL_ENTRIES`
+    residual entries, between 1 and :data:`FULL_DRAWS_MAX` (both are sums over all entries)."""
+    return int(np.clip(np.ceil(FULL_ENTRIES / max(1, K * n_nodes)), 1, FULL_DRAWS_MAX))
+
+
+def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0):
+    """``(UB, U, Q, rr)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`.
+
+    ``UB = u + b`` of ``n_draws`` draws ``(nx, n_draws)``; ``U = u`` of the first ``n_u`` draws;
+    ``Q`` the bias band and ``rr = ||r(e_s)||^2`` of the first :func:`full_draws` draws.
+    """
+
+    bd = BatchedDraws(res, estimated)
+    n = res.op.hermite.n_coef
+    nx = n + int(estimated)
+    n_full = int(min(full_draws(bd.K, int(np.prod(bd.shape))), n_draws))
+    UB, U = np.empty((nx, n_draws)), np.empty((nx, min(n_u, n_draws)))
+    Q, rr = np.zeros((nx, n_full)), np.empty(n_full)
+    with tqdm(total=n_draws, desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
+              leave=False) as bar:
+        for start in range(0, n_draws, bd.batch):
+            stop = min(n_draws, start + bd.batch)
+            noises = [bd.noise(model, normalize, rng) for _ in range(start, stop)]
+            for s in range(start, min(stop, n_full)):
+                rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
+                if estimated:
+                    Q[n, s] = qg
+            UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start))
+            U[:, start:start + u.shape[1]] = u
+            bar.update(stop - start)
+    return UB, U, Q, rr
