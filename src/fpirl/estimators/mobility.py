@@ -224,7 +224,7 @@ def _log_g_from_residuals(mob: Mobility, x, resid, beta, dt, n_drift, rows=None)
 
 
 def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt) -> np.ndarray:
-    """Per-transition Gaussian log-density of the drift-axis velocities ``v`` (n, |D|) (module doc)."""
+    """Per-transition Gaussian log-density of the drift-axis velocities ``v``, shape ``(n, n_drift)`` (module doc)."""
     n_drift = v.shape[1]
     if mob is None:
         g, glg = np.ones(x.shape[0]), np.zeros_like(v)
@@ -242,10 +242,22 @@ def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta
 
     Parameters
     ----------
-    x : (n, d) points; v : (n, |D|) velocities on the drift axes (wall shift removed); f : (n, |D|)
-        mirror factors; ``solve(velocity_rows, row_weights) -> theta``; ``gradient(theta) -> (n, |D|)``
-        grad psi at ``x``; ``beta_fixed`` None to estimate beta; ``theta``: the constant-mobility fit
-        when already known; ``walls`` (|D|,) bool: the drift axes whose walls are physical (state axes).
+    x : ndarray
+        Points, shape ``(n, d)``.
+    v : ndarray
+        Velocities on the drift axes, shape ``(n, n_drift)`` (wall shift removed).
+    f : ndarray
+        Mirror factors, shape ``(n, n_drift)``.
+    solve : callable
+        ``solve(velocity_rows, row_weights) -> theta``.
+    gradient : callable
+        ``gradient(theta)``: grad psi at ``x``, shape ``(n, n_drift)``.
+    beta_fixed : float or None
+        None to estimate beta.
+    theta : ndarray, optional
+        The constant-mobility fit when already known.
+    walls : ndarray of bool, optional
+        Shape ``(n_drift,)``: the drift axes whose walls are physical (state axes).
 
     Returns ``(mobility, theta, beta)``.
     """
