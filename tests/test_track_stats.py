@@ -137,6 +137,7 @@ def test_velocity_tracks_follow_the_kinematic_ar1(rng):
 def test_simulate_track_table_uses_the_results_mobility_and_lag(readme_fit):
     """``simulate_track_table`` reads ``mobility_*`` and ``second_lag_rho``: the increments of the action
     follow g = exp(1.5 a) (the formula), and ``fpirl evaluate``'s likelihood prefers the full model on them."""
+    from fpirl.estimators._plausibility import scale_notes
     from fpirl.evaluation.heldout import heldout_loglik
     from fpirl.io import read_result
     from fpirl.tracks.reading import read_tracks
@@ -150,6 +151,7 @@ def test_simulate_track_table_uses_the_results_mobility_and_lag(readme_fit):
                      "second_lag_rho": 0.5})
     kw = dict(track="agent", time="t", state="s", action="a", boundary="periodic", bounds=[(-1, 1), (-1, 1)])
     start = read_tracks(d / "tracks.csv", **kw)
+    assert scale_notes(start) == []  # the README example is not taken for times in a finer unit
     sim = read_tracks(simulate_track_table(ds, 400, 30, rng=3, start=start), **kw)
     i0, i1 = sim.pairs()
     da = sim.values[i1, 1] - sim.values[i0, 1]
