@@ -23,7 +23,7 @@ import numpy as np
 
 from fpirl.estimators import IncrementsEstimator
 from fpirl.evaluation.heldout import heldout_loglik
-from fpirl.problems.realdata import QUICK_ELEMENTS, SEED, TRAIN_FRACTION, TRACK_SETS, track_check
+from fpirl.problems.realdata import QUICK_ELEMENTS, SEED, TRAIN_FRACTION, track_check
 from fpirl.problems.realdata._data import available_sets, read_set
 
 
@@ -41,9 +41,9 @@ def run(spec, data_dir, work):
     off.mobility_, off.second_lag_ = None, None
     mob_only.second_lag_, lag_only.mobility_ = None, None
     mob = est.mobility_
+    ll = [heldout_loglik(m, test, check=False).loglik["fpirl"] for m in (est, off)]
     print(f"{spec.name}: fit {fit_s:.1f} s, mobility degree {0 if mob is None else mob.degree}, "
-          f"rho {est.second_lag_}, held-out loglik fitted {heldout_loglik(est, test, check=False).loglik['fpirl']:.3f}, "
-          f"g=1/rho=0 {heldout_loglik(off, test, check=False).loglik['fpirl']:.3f}")
+          f"rho {est.second_lag_}, held-out loglik fitted {ll[0]:.3f}, g=1/rho=0 {ll[1]:.3f}")
     variants = [("fitted", est), ("g=1,rho=0", off)]
     if est.mobility_ is not None and est.second_lag_ is not None:
         variants += [("g only", mob_only), ("rho only", lag_only)]
