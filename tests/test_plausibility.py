@@ -136,3 +136,42 @@ def test_mobility_and_second_lag_from_the_cli_are_scored_by_evaluate(ou_csv, tmp
     table = read_tracks(ou_csv, track="id", time="t", state=["x", "y"], action="velocity")
     est = IncrementsEstimator(hermite_elements=(0, 0, 2, 2), mobility=1, second_lag=True).fit(table)
     assert got == pytest.approx(float(np.mean(fpirl_loglik(est, observed_transitions(table)))), rel=1e-9)
+
+
+def test_times_in_a_finer_unit_warn(ou_csv, tmp_path):
+    """Rule 'time unit': positions recorded to 1e-3, the same tracks with times in s (no note) and in ms
+    (dt = 100 time units, motion per time unit under 20 resolutions: a note naming both numbers)."""
+    from fpirl.estimators._plausibility import scale_notes
+
+    df = pd.read_csv(ou_csv).round({"x": 3, "y": 3})
+    kw = dict(track="id", time="t", state=["x", "y"], action="velocity")
+    sec, ms = tmp_path / "s.csv", tmp_path / "ms.csv"
+    df.to_csv(sec, index=False)
+    df.assign(t=df.t * 1000).to_csv(ms, index=False)
+    assert scale_notes(read_tracks(sec, **kw)) == []
+    (note,) = scale_notes(read_tracks(ms, **kw))
+    assert "dt=100 " in note and "0.001" in note and "ms?" in note
+    # the CLI fit prints it and still succeeds
+    fixed = ["--hermite-elements", "0,0,2,2", "--ridge", "0.01", "--mobility", "0", "--second-lag", "off",
+             "--uncertainty", "none"]
+    with pytest.warns(FitWarning, match="times in ms"):
+        assert main(["fit", str(ms), "-o", str(tmp_path / "ms.nc"), *COLS, *fixed]) == 0
+    # steps at the precision of the positions: the quantisation note
+    coarse = tmp_path / "coarse.csv"
+    df.round({"x": 1, "y": 1}).to_csv(coarse, index=False)
+    assert any("mostly rounding" in n for n in scale_notes(read_tracks(coarse, **kw)))
+
+
+def test_shipped_corridor_in_milliseconds_warns(tmp_path):
+    from fpirl.estimators._plausibility import scale_notes
+    from fpirl.problems.realdata._data import TRACK_SETS, read_set
+
+    spec = next(s for s in TRACK_SETS if s.name == "corridor")
+    table, path = read_set(spec, None, tmp_path)
+    assert scale_notes(table) == []
+    df = pd.read_csv(path)
+    ms = tmp_path / "corridor_ms.csv"
+    df.assign(**{spec.time: df[spec.time] * 1000}).to_csv(ms, index=False)
+    slow = read_tracks(ms, track=spec.track, time=spec.time, state=list(spec.state), action="velocity",
+                       boundary="reflecting")
+    assert any("times in ms?" in n for n in scale_notes(slow))

@@ -37,6 +37,9 @@ def test_every_set_reads_as_position_velocity_tracks(spec, tmp_path):
     assert table.n_tracks <= n_tracks and table.n_obs >= n_obs - 2 * n_tracks - 10
     i0, i1 = table.pairs()
     assert np.allclose(table.values[i1, 2:] * table.dt, table.values[i1, :2] - table.values[i0, :2])
+    from fpirl.estimators._plausibility import scale_notes
+
+    assert scale_notes(table) == []  # the time-unit and precision rules stay quiet on every real set
 
 
 @needs_data

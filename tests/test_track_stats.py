@@ -132,3 +132,36 @@ def test_velocity_tracks_follow_the_kinematic_ar1(rng):
     assert rho == pytest.approx(1 - 2 * c * dt, abs=0.03)
     resid = v[1] - (1 - 2 * c * dt) * v[0]
     assert resid.var() == pytest.approx(2 * dt / beta, rel=0.05)
+
+
+def test_simulate_track_table_uses_the_results_mobility_and_lag(readme_fit):
+    """``simulate_track_table`` reads ``mobility_*`` and ``second_lag_rho``: the increments of the action
+    follow g = exp(1.5 a) (the formula), and ``fpirl evaluate``'s likelihood prefers the full model on them."""
+    from fpirl.estimators._plausibility import scale_notes
+    from fpirl.evaluation.heldout import heldout_loglik
+    from fpirl.io import read_result
+    from fpirl.tracks.reading import read_tracks
+    from fpirl.workflows import simulate_track_table
+
+    d, k = readme_fit, 1.5
+    ds = read_result(d / "r.nc")
+    plain = ds.copy()
+    ds.attrs.update({"mobility_degree": 1, "mobility_axes": "a", "mobility_lower": np.array([-1.0]),
+                     "mobility_upper": np.array([1.0]), "mobility_coefficients": np.array([0.0, k]),
+                     "second_lag_rho": 0.5})
+    kw = dict(track="agent", time="t", state="s", action="a", boundary="periodic", bounds=[(-1, 1), (-1, 1)])
+    start = read_tracks(d / "tracks.csv", **kw)
+    assert scale_notes(start) == []  # the README example is not taken for times in a finer unit
+    sim = read_tracks(simulate_track_table(ds, 400, 30, rng=3, start=start), **kw)
+    i0, i1 = sim.pairs()
+    da = sim.values[i1, 1] - sim.values[i0, 1]
+    da -= 2 * np.round(da / 2)
+    a = sim.values[i0, 1]
+    lo, hi = a < np.quantile(a, 0.25), a > np.quantile(a, 0.75)
+    want = np.mean(np.exp(k * a[hi])) / np.mean(np.exp(k * a[lo]))
+    np.testing.assert_allclose(da[hi].var() / da[lo].var(), want, rtol=0.15)
+    no_lag = ds.copy()
+    no_lag.attrs = {key: v for key, v in ds.attrs.items() if key != "second_lag_rho"}
+    ll = {name: heldout_loglik(m, sim, check=False).loglik["fpirl"] for name, m in
+          (("full", ds), ("no_mobility", plain), ("no_lag", no_lag))}
+    assert ll["full"] > ll["no_mobility"] + 0.05 and ll["full"] > ll["no_lag"] + 0.05, ll

@@ -16,8 +16,8 @@ from .evaluation.metrics import kl_divergence
 from .forward.markov import mdp_density_map
 from .forward import simulate_density
 import pandas as pd
-from .forward.markov import sample_sde
-from .forward.track_paths import sample_velocity_tracks
+from .forward.track_paths import sample_joint_tracks, sample_velocity_tracks
+from .estimators.mobility import Mobility
 
 MODELS = ("mdp", "fp")
 
@@ -154,10 +154,12 @@ def _boltzmann_starts(model: FittedModel, n: int, rng) -> np.ndarray:
 def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     r"""Sample ``n_tracks`` tracks of ``steps`` transitions from a result fitted on a track table.
 
-    Velocity actions: the kinematic model of :func:`fpirl.forward.track_paths.sample_velocity_tracks`
-    (what ``fpirl evaluate`` scores); otherwise the joint SDE :math:`dx = -\nabla\psi\,dt +
-    \sqrt{2/\beta}\,dW` (eq. ``SDE``) by :func:`fpirl.forward.markov.sample_sde`, both with the fitted
-    ``psi``, ``beta`` and ``dt``.
+Velocity actions: the kinematic model of :func:`fpirl.forward.track_paths.sample_velocity_tracks`;
+    otherwise the Euler-Maruyama step of the joint SDE :math:`dx = -\nabla\psi\,dt + \sqrt{2/\beta}\,dW`
+    (eq. ``SDE``) with step ``dt`` by :func:`fpirl.forward.track_paths.sample_joint_tracks`; both with the
+    fitted ``psi``, ``beta``, ``dt`` and, when the result has them, the mobility ``g`` (attrs
+    ``mobility_*``) and the second lag (attr ``second_lag_rho``): the one-step model that
+    ``fpirl evaluate`` scores (:func:`fpirl.evaluation.heldout.fpirl_loglik`).
 
     Parameters
     ----------
@@ -194,16 +196,19 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     else:
         x0 = _boltzmann_starts(model, int(n_tracks), rng)
     S = list(grid.state_axes)
+    mobility = Mobility.from_attrs(ds.attrs, grid.names)
+    rho = ds.attrs.get("second_lag_rho")
+    rho = None if rho is None else float(np.asarray(rho).reshape(()))
     if cols["action"] == "velocity":
         pos = sample_velocity_tracks(model.gradient, model.beta, model.dt, x0, steps, grid.lower, grid.upper,
-                                     grid.boundary, rng)
+                                     grid.boundary, rng, mobility, rho)
         first = x0[:, :len(S)] - x0[:, len(S):] * model.dt
         if grid.periodic:
             first = grid.lower[S] + np.mod(first - grid.lower[S], (grid.upper - grid.lower)[S])
         paths, names = np.concatenate([first[None], pos]), cols["state"]
     else:
-        paths = sample_sde(model.gradient, model.beta, x0, model.dt, steps, rng, grid.lower, grid.upper,
-                           grid.boundary)
+        paths = sample_joint_tracks(model.gradient, model.beta, model.dt, x0, steps, grid.lower, grid.upper,
+                                    grid.boundary, rng, mobility, rho)
         names = cols["state"] + (cols["action"] or [])
     frames, n, _ = paths.shape
     data = {cols["track"]: np.tile(np.arange(n), frames), cols["time"]: np.repeat(model.dt * np.arange(frames), n)}

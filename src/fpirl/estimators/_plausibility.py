@@ -15,10 +15,57 @@ MIN_ROWS_PER_PARAM = 5
 MAX_NOISE_RATIO = 2.0
 #: ... or below this fraction of it
 MIN_NOISE_RATIO = 1e-3
+#: time-unit rule: a frame interval of at least this many time units ...
+TIME_UNIT_MIN_DT = 10.0
+#: ... with the tracks moving (RMS step / dt) less than this many position resolutions per time unit
+TIME_UNIT_RESOLUTIONS = 20.0
+#: steps (RMS) within this many position resolutions of the recorded precision: warn
+MIN_STEP_RESOLUTIONS = 3.0
 
 
 class FitWarning(UserWarning):
     """A fit whose numbers should not be trusted as they are (:mod:`fpirl.evaluation.plausibility`)."""
+
+
+def position_resolution(tracks, axes) -> float:
+    """The data's own position precision: per axis the smallest positive gap between distinct recorded
+    values (the quantum of rounded or pixel coordinates), the median over ``axes``; 0 when unknown."""
+    gaps = []
+    for j in axes:
+        u = np.unique(tracks.values[:, j])
+        d = np.diff(u)
+        d = d[d > 0]
+        if d.size:
+            gaps.append(float(d.min()))
+    return float(np.median(gaps)) if gaps else 0.0
+
+
+def scale_notes(tracks) -> list[str]:
+    """The time-unit and precision rules (:mod:`fpirl.evaluation.plausibility`), from the table alone."""
+    S = list(tracks.state_axes)
+    i0, i1 = tracks.pairs()
+    if not S or i0.size == 0:
+        return []
+    ds = tracks.values[i1][:, S] - tracks.values[i0][:, S]
+    if tracks.periodic:
+        length = (tracks.upper - tracks.lower)[S]
+        ds -= length * np.round(ds / length)
+    step = float(np.sqrt(np.mean(np.sum(ds * ds, axis=1))))
+    res = position_resolution(tracks, S)
+    if not (step > 0 and res > 0):
+        return []
+    notes, dt = [], float(tracks.dt)
+    if step < MIN_STEP_RESOLUTIONS * res:
+        notes.append(f"the RMS step between observations, {step:.3g}, is within {MIN_STEP_RESOLUTIONS:g} times the "
+                     f"precision of the positions, {res:.3g}: the increments are mostly rounding; check the position "
+                     "units, subsample the frames, or use --second-lag on")
+    per_unit = step / dt
+    if dt >= TIME_UNIT_MIN_DT and per_unit < TIME_UNIT_RESOLUTIONS * res:
+        notes.append(f"dt={dt:g} time units between frames, and the tracks move {per_unit:.3g} (RMS) per time unit, "
+                     f"under {TIME_UNIT_RESOLUTIONS:g} times the precision of the positions ({res:.3g}): the time "
+                     "column is probably in a finer unit than the motion (times in ms? convert the time column to "
+                     "seconds, e.g. divide it by 1000, and refit); beta and every rate are in the time unit given")
+    return notes
 
 
 def plausibility_notes(tracks, beta: float, drift_axes, n_coef: int, n_rows: int) -> list[str]:
@@ -48,6 +95,7 @@ def plausibility_notes(tracks, beta: float, drift_axes, n_coef: int, n_rows: int
                        "or dt not the interval between the observations")
                 notes.append(f"beta={beta:.4g} with dt={tracks.dt:g} gives a per-step noise variance 2 dt/beta = "
                              f"{model:.3g}, {ratio:.3g} times the data's own mean squared increment {raw:.3g}: {why}")
+    notes.extend(scale_notes(tracks))
     return notes
 
 

@@ -41,6 +41,7 @@ import xarray as xr
 from ..core._errors import FpirlInputError
 from ..io.netcdf import grid_from_dataset, model_from_result
 from ..estimators.mobility import Mobility
+from ..forward.track_paths import effective_drift
 from ..tracks.steps import Transitions, gaussian_logpdf, observed_transitions
 from .adequacy import HelmholtzCheck
 from .baselines import BASELINES, Baselines, fit_baselines
@@ -198,13 +199,7 @@ def fpirl_loglik(model, tr: Transitions) -> np.ndarray:
 def _effective_gradient(model: TransitionModel, x, grad):
     """``g (grad psi - grad log g / beta)`` and ``g`` with a mobility (:mod:`fpirl.estimators.mobility`),
     else ``grad psi`` and 1."""
-    mob = model.mobility
-    if mob is None:
-        return grad, np.ones(x.shape[0])
-    m = mob.g(x)
-    glg = np.zeros_like(grad)
-    glg[:, list(mob.axes)] = mob.grad_log_g(x)
-    return m[:, None] * (grad - glg / model.beta), m
+    return effective_drift(model.mobility, model.beta, x, grad)
 
 
 def heldout_loglik(model, table, baselines: Baselines | None = None, kind: str | None = None,

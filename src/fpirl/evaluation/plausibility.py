@@ -12,7 +12,18 @@ estimators' ``fit``, so the Python API and ``fpirl fit`` say the same):
   ratio lies in ``(0, 1]`` up to noise; a ratio above :data:`MAX_NOISE_RATIO` (beta too small: e.g. a
   ``beta`` carried over from data in other units) or below :data:`MIN_NOISE_RATIO` (the drift
   "explains" over 99.9% of the increments: overfitting, or a ``beta`` in other units, or ``dt`` not the
-  interval of the increments) is flagged, with both numbers.
+  interval of the increments) is flagged, with both numbers;
+* **time unit and precision** (:func:`scale_notes`, from the table alone). Every check of a fit against
+  its own increments is unchanged when the time column is multiplied by a constant (beta, dt and the
+  rates rescale together), so a time column in milliseconds is self-consistent; what gives it away is
+  the data's own position precision ``r`` (per axis the smallest positive gap between recorded values,
+  the median over the state axes). Flagged: a frame interval ``dt >= TIME_UNIT_MIN_DT`` (10) time units
+  during which the tracks move, per time unit, less than ``TIME_UNIT_RESOLUTIONS`` (20) precisions
+  (``RMS step / dt < 20 r``): over one time unit the motion would hardly be resolved, so the unit is
+  probably finer than the motion (e.g. ms for 25 fps tracks); and an RMS step under
+  ``MIN_STEP_RESOLUTIONS`` (3) precisions (the increments are mostly rounding). Both print their
+  numbers and what to check. Positions stored at full floating-point precision never trigger them (the
+  time unit cannot be recognised from such tracks).
 
 A choice that lowers the held-out score against the default is measured by
 :func:`compare_with_default` (a 70/30 split of whole tracks, the held-out one-step log-likelihood
@@ -26,8 +37,10 @@ import warnings
 from ..core._errors import FpirlInputError
 from .baselines import fit_baselines
 from .heldout import fpirl_loglik, heldout_loglik
-from ..estimators._plausibility import (MAX_NOISE_RATIO, MIN_NOISE_RATIO, MIN_ROWS_PER_PARAM, MIN_TRACKS,  # noqa: F401
-                                        FitWarning, plausibility_notes, warn_implausible)
+from ..estimators._plausibility import (MAX_NOISE_RATIO, MIN_NOISE_RATIO, MIN_ROWS_PER_PARAM,  # noqa: F401
+                                        MIN_STEP_RESOLUTIONS, MIN_TRACKS, TIME_UNIT_MIN_DT, TIME_UNIT_RESOLUTIONS,
+                                        FitWarning, plausibility_notes, position_resolution, scale_notes,
+                                        warn_implausible)
 
 
 def compare_with_default(tracks, cls, params: dict, default_params: dict, train_fraction: float = 0.7,

@@ -7,11 +7,18 @@ estimator fits the velocity update only (positions follow from velocities):
           s_{k+1} = s_k + a_{k+1}\,\Delta t,
 
 (paper eqs. ``SDE``, ``gaussian_transition``; the one-step model that ``fpirl evaluate`` scores).
+With a state-dependent mobility ``g`` (:mod:`fpirl.estimators.mobility`) the drift becomes
+``g (grad psi - grad log g / beta)`` and the noise variance ``2 g dt / beta``; with a second lag
+``rho`` (:mod:`fpirl.estimators.lag`) the mean moves by ``rho sqrt(g_k / g_{k-1}) r_{k-1}``, the previous
+step's residual ``r_{k-1} = x_{k,D} - x_{k-1,D} + eff(x_{k-1}) dt``, and the variance shrinks by
+``1 - rho^2`` (not on a track's first step, which has no previous one). These are exactly the
+Gaussians of :func:`fpirl.evaluation.heldout.fpirl_loglik` (both use
+:func:`effective_drift`), so what is simulated is what is scored.
 Outside the fitted box the drift is the drift at the nearest point of the box, as in the held-out
 evaluation (:mod:`fpirl.evaluation.heldout`), so velocities are not confined to the box. Positions
 stay in the arena: folded back (mirror) at reflecting walls, where the velocity component normal to
-the wall flips, or wrapped on a periodic box. Models without velocity actions run the joint SDE
-with :func:`fpirl.forward.markov.sample_sde`.
+the wall flips, or wrapped on a periodic box. Models without velocity actions run the same one-step
+model on all axes (:func:`sample_joint_tracks`).
 """
 
 from __future__ import annotations
@@ -20,11 +27,27 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 
-__all__ = ["sample_velocity_tracks"]
+__all__ = ["effective_drift", "sample_joint_tracks", "sample_velocity_tracks"]
+
+
+def effective_drift(mob, beta: float, x: np.ndarray, grad: np.ndarray):
+    r"""The drift gradient and mobility of the one-step model: ``g (grad psi - grad log g / beta)`` and
+    ``g`` at ``x`` (``grad`` = ``grad psi`` at ``x``, all axes), so that
+    :math:`x' \sim \mathcal N(x - \text{eff}\,\Delta t,\ 2 g \Delta t/\beta)`
+    (:mod:`fpirl.estimators.mobility`; ``mob`` a :class:`~fpirl.estimators.mobility.Mobility` or None);
+    without a mobility ``grad`` and ones. Shared by the held-out scoring and the track simulation."""
+    if mob is None:
+        return grad, np.ones(np.shape(x)[0])
+    m = mob.g(x)
+    glg = np.zeros_like(grad)
+    glg[:, list(mob.axes)] = mob.grad_log_g(x)
+    return m[:, None] * (grad - glg / beta), m
+
 
 
 def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int, lower, upper,
-                           boundary: str = "reflecting", rng=None) -> np.ndarray:
+                           boundary: str = "reflecting", rng=None, mobility=None,
+                           second_lag: float | None = None) -> np.ndarray:
     r"""Positions of sample paths of the kinematic model (module docstring) from ``(s_0, a_0)``.
 
     Parameters
@@ -43,6 +66,10 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
     boundary : {'reflecting', 'periodic'}
         How positions meet the edge of the position box.
     rng : numpy.random.Generator or int
+    mobility : Mobility, optional
+        The fitted state-dependent mobility (:meth:`fpirl.estimators.mobility.Mobility.from_attrs`).
+    second_lag : float, optional
+        The fitted AR(1) coefficient ``rho`` of the residuals (result attr ``second_lag_rho``).
 
     Returns
     -------
@@ -60,12 +87,12 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
     box_lo, box_hi = np.asarray(lower, float), np.asarray(upper, float)
     lo, hi = box_lo[:d], box_hi[:d]
     s, a = x[:, :d].copy(), x[:, d:].copy()
-    sigma = np.sqrt(2.0 * dt / float(beta))
+    step = _OneStep(gradient, float(beta), float(dt), box_lo, box_hi, boundary == "periodic", mobility, second_lag,
+                    slice(d, 2 * d))
     out = np.empty((int(steps) + 1,) + s.shape)
     out[0] = s
     for k in range(int(steps)):  # a Markov chain: one vectorised step over all tracks at a time
-        g = np.asarray(gradient(np.clip(np.concatenate([s, a], axis=1), box_lo, box_hi)))[:, d:]
-        a = a - g * dt + sigma * rng.normal(size=a.shape)
+        a = step(np.concatenate([s, a], axis=1), rng)
         s = s + a * dt
         if boundary == "periodic":
             s = lo + np.mod(s - lo, hi - lo)
@@ -74,4 +101,79 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
             s = np.clip(np.where(below, 2 * lo - s, np.where(above, 2 * hi - s, s)), lo, hi)
             a = np.where(below | above, -a, a)
         out[k + 1] = s
+    return out
+
+
+class _OneStep:
+    """One draw of the scored one-step Gaussian on the axes ``axes`` (module doc), remembering the
+    previous point of every track for the second lag."""
+
+    def __init__(self, gradient, beta, dt, lower, upper, periodic, mobility, rho, axes):
+        self.gradient, self.beta, self.dt, self.lower, self.upper = gradient, beta, dt, lower, upper
+        self.periodic, self.mobility, self.axes = periodic, mobility, axes
+        self.rho = None if rho is None else float(rho)
+        self.prev = None  # (x_{k-1}, eff(x_{k-1}), g(x_{k-1}))
+
+    def drift(self, x):
+        xc = x if self.periodic else np.clip(x, self.lower, self.upper)  # heldout.TransitionModel.drift_gradient
+        grad = np.asarray(self.gradient(xc), dtype=float).reshape(x.shape)
+        return effective_drift(self.mobility, self.beta, x, grad)
+
+    def __call__(self, x, rng):
+        """``x_{k+1}`` on the axes (velocities: ``a_{k+1}``) given the points ``x`` of all tracks."""
+        eff, g = self.drift(x)
+        ax = self.axes
+        mean = x[:, ax] - eff[:, ax] * self.dt
+        var = (2.0 * self.dt / self.beta) * g
+        if self.rho is not None and self.prev is not None:
+            xp, effp, gp = self.prev
+            r_prev = x[:, ax] - xp[:, ax] + effp[:, ax] * self.dt
+            if self.periodic and self.wrap is not None:
+                r_prev = r_prev - self.wrap * np.round(r_prev / self.wrap)
+            mean = mean + self.rho * np.sqrt(g / gp)[:, None] * r_prev
+            var = var * (1.0 - self.rho ** 2)
+        self.prev = (x, eff, g)
+        return mean + np.sqrt(var)[:, None] * rng.normal(size=mean.shape)
+
+    wrap = None  # box lengths on the axes when differences of them are minimal images (joint model, periodic)
+
+
+def sample_joint_tracks(gradient, beta: float, dt: float, starts, steps: int, lower, upper,
+                        boundary: str = "reflecting", rng=None, mobility=None,
+                        second_lag: float | None = None) -> np.ndarray:
+    r"""Sample paths of the one-step model on all axes (tables without velocity actions).
+
+    .. math:: x_{k+1} = x_k - \text{eff}(x_k)\,\Delta t + \rho\sqrt{g_k/g_{k-1}}\,r_{k-1}
+              + \sqrt{(1-\rho^2)\,2 g(x_k)\Delta t/\beta}\;\xi_k
+
+    with ``eff = g (grad psi - grad log g / beta)`` (``g = 1``, ``rho = 0`` without them: the
+    Euler-Maruyama step of eq. ``SDE`` with step ``dt``), the Gaussian that
+    :func:`fpirl.evaluation.heldout.fpirl_loglik` scores on the state axes, applied to every axis;
+    then wrapped (periodic) or folded (reflecting) into the box as
+    :func:`fpirl.forward.markov.sample_sde` does.
+
+    Returns
+    -------
+    ndarray, shape (steps + 1, n, d)
+    """
+    x = np.array(starts, dtype=float, ndmin=2)
+    if x.ndim != 2 or not np.all(np.isfinite(x)):
+        raise FpirlInputError(f"starts must be finite rows, got shape {np.shape(starts)}")
+    if not (beta > 0 and dt > 0):
+        raise FpirlInputError(f"beta and dt must be positive, got {beta} and {dt}")
+    rng = np.random.default_rng(rng)
+    lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+    periodic = boundary == "periodic"
+    step = _OneStep(gradient, float(beta), float(dt), lo, hi, periodic, mobility, second_lag, slice(None))
+    if periodic:
+        step.wrap = hi - lo
+    out = np.empty((int(steps) + 1,) + x.shape)
+    out[0] = x
+    for k in range(int(steps)):
+        x = step(x, rng)
+        if periodic:
+            x = lo + np.mod(x - lo, hi - lo)
+        else:
+            x = np.clip(np.where(x < lo, 2 * lo - x, np.where(x > hi, 2 * hi - x, x)), lo, hi)
+        out[k + 1] = x
     return out
