@@ -257,9 +257,12 @@ def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta
     theta : ndarray, optional
         The constant-mobility fit when already known.
     walls : ndarray of bool, optional
-        Shape ``(n_drift,)``: the drift axes whose walls are physical (state axes).
+        The drift axes whose walls are physical (state axes), one flag per drift axis.
 
-    Returns ``(mobility, theta, beta)``.
+    Returns
+    -------
+    tuple
+        ``(mobility, theta, beta)``.
     """
     n_drift = v.shape[1]
     mob = Mobility(tuple(axes), np.asarray(lower, float), np.asarray(upper, float), int(degree),

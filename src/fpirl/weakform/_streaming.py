@@ -32,8 +32,8 @@ class StreamingSnapshots:
     grid : Grid
     times : array_like, shape (n_t,)
         Uniformly spaced, increasing.
-    values : array-like, shape (n_t, *grid.shape)
-        Anything that supports ``values[start:stop]`` returning an array (numpy memmap, a
+    values : array-like
+        Shape ``(n_t, *grid.shape)``. Anything that supports ``values[start:stop]`` returning an array (numpy memmap, a
         lazily opened ``xarray.DataArray``, a netCDF4 or h5py variable). Each chunk is checked
         (finite, non-negative) when it is read.
     """
