@@ -154,7 +154,7 @@ def _boltzmann_starts(model: FittedModel, n: int, rng) -> np.ndarray:
 def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     r"""Sample ``n_tracks`` tracks of ``steps`` transitions from a result fitted on a track table.
 
-Velocity actions: the kinematic model of :func:`fpirl.forward.track_paths.sample_velocity_tracks`;
+    Velocity actions: the kinematic model of :func:`fpirl.forward.track_paths.sample_velocity_tracks`;
     otherwise the Euler-Maruyama step of the joint SDE :math:`dx = -\nabla\psi\,dt + \sqrt{2/\beta}\,dW`
     (eq. ``SDE``) with step ``dt`` by :func:`fpirl.forward.track_paths.sample_joint_tracks`; both with the
     fitted ``psi``, ``beta``, ``dt`` and, when the result has them, the mobility ``g`` (attrs

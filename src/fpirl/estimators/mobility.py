@@ -100,7 +100,7 @@ def legendre_design(u: np.ndarray, alphas: np.ndarray, degree: int, deriv_axis: 
 
 @dataclass
 class Mobility:
-    """``g(x) = exp(c . L(u(x_axes)))``, bounded (module doc).
+    """``g(x) = exp(c @ L(u(x_axes)))``, bounded (module doc).
 
     Attributes
     ----------
