@@ -9,9 +9,11 @@ term of the Galerkin residual (eq. fokker_planck_residual) is integrated as it s
     \approx \sum_a \sum_x \omega_x\, \partial_a w_j(x)\, p(x)\, \partial_a\psi(x),
 
 with a tensor-product composite Gauss rule: on every axis, ``n_g`` Gauss-Legendre points on each
-interval between the merged FE nodes and Hermite break points (:func:`fpirl.core.quadrature.composite_rule`).
-With ``n_g = 3`` the rule is exact (degree ``<= 5`` per axis on each interval), so the operator equals the
-exact (assembled) normal matrix; ``n_g = 2`` is exact to degree 3 and consistent to ``O(h^4)``.
+FE cell (default), or on each interval between the merged FE nodes and Hermite break points
+(``split=True``; :func:`fpirl.core.quadrature.composite_rule`). Split with ``n_g = 3`` the rule is exact
+(degree ``<= 5`` per axis on each interval), so the operator equals the exact (assembled) normal
+matrix; the default ``n_g = 2`` per FE cell is exact to degree 3 where psi has no break in the cell
+and consistent to ``O(h^4)`` where it has (the interpolated flux: ``O(h^2)``).
 Sum factorisation: with the 1-D tabulations ``V = [N_m(x)]``, ``V' = [N_m'(x)]`` of the hats and
 ``H^u = [d^u h_i(x)]`` of the Hermite functions, and ``omega`` folded into ``V``,
 
@@ -22,8 +24,7 @@ Sum factorisation: with the 1-D tabulations ``V = [N_m(x)]``, ``V' = [N_m'(x)]``
 and ``Xi(q)^T r = sum_a (otimes_b H_b^{[b=a]})^T (P .* (otimes_b V_b^{(')[b=a]}) r)``. One product
 ``A c = sum_k Xi_k^T Xi_k c`` over the POD modes (or streamed pairs) costs ``1 + 2 d`` transforms of
 arrays with ``Q^d`` entries per mode (``Q`` Gauss points per axis) and holds ``2 d`` such arrays: no
-``3^d`` band, but ``(Q / n)^d`` times the interpolated flux's work and memory (``2^d`` with ``n_g = 2``
-and no Hermite break inside an FE cell). The rate and diffusion terms, the trace used to scale the
+``3^d`` band, but ``(Q / n)^d`` times the interpolated flux's work and memory (``2^d`` with the default rule). The rate and diffusion terms, the trace used to scale the
 ridge (the interpolated flux's), the preconditioner and the CG solve are those of
 :class:`fpirl.weakform.matfree_flux.FluxOperator`.
 """
@@ -40,7 +41,7 @@ from .matfree_flux import FluxOperator
 __all__ = ["GaussFluxOperator", "gauss_tables"]
 
 
-def gauss_tables(fe, hermite_axis, points: int = 2):
+def gauss_tables(fe, hermite_axis, points: int = 2, split: bool = False):
     """1-D tabulations of one axis at the composite Gauss points.
 
     Parameters
@@ -50,6 +51,8 @@ def gauss_tables(fe, hermite_axis, points: int = 2):
     hermite_axis : HermiteAxis
     points : int
         Gauss-Legendre points per interval of the merged FE and Hermite break points.
+    split : bool
+        Split the FE cells at the Hermite break points (default False: the intervals are the FE cells).
 
     Returns
     -------
@@ -60,7 +63,9 @@ def gauss_tables(fe, hermite_axis, points: int = 2):
     H0, H1 : ndarray (Q, n_dofs)
         ``h_i(x)`` and ``h_i'(x)``.
     """
-    breaks = merged_breakpoints(fe.lower + fe.spacing * np.arange(fe.elements + 1), hermite_axis.breakpoints)
+    breaks = fe.lower + fe.spacing * np.arange(fe.elements + 1)
+    if split:
+        breaks = merged_breakpoints(breaks, hermite_axis.breakpoints)
     x, w = composite_rule(breaks, points)
     return (w, hat_matrix(fe, x), hat_matrix(fe, x, 1),
             hermite_axis.matrix(x, 0), hermite_axis.matrix(x, 1))
@@ -70,16 +75,20 @@ class GaussFluxOperator(FluxOperator):
     """``c -> A c`` with the flux integrand at Gauss points (see the module docstring).
 
     Same parameters and interface as :class:`fpirl.weakform.matfree_flux.FluxOperator`, plus
-    ``flux_points`` (keyword): Gauss points per interval (3: exact, 2: default).
+    ``flux_points`` and ``split`` (keywords): Gauss points per interval, and whether the FE cells are
+    split at the Hermite break points. ``flux_points=3, split=True`` is exact; the default
+    ``flux_points=2, split=False`` (``2^d`` points per FE cell) is exact where psi is cubic on the cell
+    and ``O(h^4)`` consistent on the cells a Hermite break cuts, against ``O(h^2)`` for the
+    interpolated flux.
     """
 
-    def __init__(self, source, hermite, *, flux_points: int = 2, **kwargs):
-        self.flux_points = int(flux_points)
+    def __init__(self, source, hermite, *, flux_points: int = 2, split: bool = False, **kwargs):
+        self.flux_points, self.split = int(flux_points), bool(split)
         super().__init__(source, hermite, **kwargs)
 
     def _setup_flux(self) -> None:
         super()._setup_flux()
-        self._gauss = [gauss_tables(fe, ha, self.flux_points) for fe, ha in zip(self.grid.axes, self.hermite.axes)]
+        self._gauss = [gauss_tables(fe, ha, self.flux_points, self.split) for fe, ha in zip(self.grid.axes, self.hermite.axes)]
         self._test = [(V, Vd) for _, V, Vd, _, _ in self._gauss]
         self._weighted = [w[:, None] * V for w, V, _, _, _ in self._gauss]
 
