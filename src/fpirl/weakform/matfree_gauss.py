@@ -50,7 +50,8 @@ def gauss_tables(fe, hermite_axis, points: int = 2, split: bool = False):
         FE axis (hat functions ``N_m``).
     hermite_axis : HermiteAxis
     points : int
-        Gauss-Legendre points per interval of the merged FE and Hermite break points.
+        Gauss-Legendre points per interval: per FE cell, or per piece of it between Hermite break
+        points with ``split``.
     split : bool
         Split the FE cells at the Hermite break points (default False: the intervals are the FE cells).
 
@@ -88,7 +89,8 @@ class GaussFluxOperator(FluxOperator):
 
     def _setup_flux(self) -> None:
         super()._setup_flux()
-        self._gauss = [gauss_tables(fe, ha, self.flux_points, self.split) for fe, ha in zip(self.grid.axes, self.hermite.axes)]
+        self._gauss = [gauss_tables(fe, ha, self.flux_points, self.split)
+                       for fe, ha in zip(self.grid.axes, self.hermite.axes)]
         self._test = [(V, Vd) for _, V, Vd, _, _ in self._gauss]
         self._weighted = [w[:, None] * V for w, V, _, _, _ in self._gauss]
 
