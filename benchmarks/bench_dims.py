@@ -3,7 +3,8 @@ and interpolated-flux matrix-free paths (``solver`` of a case may also be ``auto
 estimator picks by itself, as ``fpirl fit`` does).
 
 Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
-      (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec)
+      (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec;
+      ``matvec-interpolated-flux`` and ``matvec-gauss-flux`` the same for those operators)
       --cli 6:10: write the 6-D density file (3 state + 3 action axes) and time ``fpirl fit`` on it
       [--scheduler local|tcp://HOST:PORT]: the cases run as Dask tasks (fpirl.distributed.sweep),
       each still in a fresh process on its worker; cases running side by side share the machine,
@@ -33,18 +34,22 @@ def run_case(d, N, solver, steps):
     t0 = time.perf_counter()
     problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)
     data = problem.streaming(N)
-    if solver == "matvec":  # the cost of the matrix-free operator: set-up and one product A c
+    if solver.startswith("matvec"):  # the cost of a matrix-free operator: set-up and one product A c
         import numpy as np
 
         from fpirl.weakform.matfree import NormalOperator
+        from fpirl.weakform.matfree_flux import FluxOperator
+        from fpirl.weakform.matfree_gauss import GaussFluxOperator
 
+        operator = {"matvec": NormalOperator, "matvec-interpolated-flux": FluxOperator,
+                    "matvec-gauss-flux": GaussFluxOperator}[solver]
         c0, t0 = time.process_time(), time.perf_counter()
-        op = NormalOperator(data.normalize(), problem.hermite)
+        op = operator(data.normalize(), problem.hermite)
         setup = (time.perf_counter() - t0, time.process_time() - c0)
         c0, t0 = time.process_time(), time.perf_counter()
         op.matvec(np.random.default_rng(0).standard_normal(problem.hermite.n_coef))
         print(json.dumps({"d": d, "nodes_per_axis": N, "nodes": int(N**d), "n_coef": problem.hermite.n_coef,
-                          "solver": "matvec", "modes": op.n_modes, "setup_s": setup[0], "setup_cpu_s": setup[1],
+                          "solver": solver, "modes": op.n_modes, "setup_s": setup[0], "setup_cpu_s": setup[1],
                           "matvec_s": time.perf_counter() - t0, "matvec_cpu_s": time.process_time() - c0,
                           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                           "load_1min": os.getloadavg()[0]}), flush=True)
@@ -107,7 +112,7 @@ def plot(results, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for solver, marker in (("assembled", "s"), ("matrix-free", "o"), ("interpolated-flux", "^")):
+    for solver, marker in (("assembled", "s"), ("matrix-free", "o"), ("interpolated-flux", "^"), ("gauss-flux", "v")):
         rows = sorted((r for r in results if r["solver"] == solver), key=lambda r: r["d"])
         if not rows:
             continue
@@ -170,7 +175,7 @@ def main():
 
     tasks = [(case, args.steps, args.timeout) for case in args.cases.split(",")]
     done = sweep(case_in_fresh_process, tasks, scheduler=args.scheduler)
-    results = [row for _, row in done if row is not None and row["solver"] != "matvec"]
+    results = [row for _, row in done if row is not None and not row["solver"].startswith("matvec")]
     with open(os.path.join(args.output, "dims.json"), "w") as f:
         json.dump(results, f, indent=1)
     plot(results, os.path.join(args.output, "dims.png"))

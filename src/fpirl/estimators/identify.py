@@ -25,6 +25,7 @@ import scipy.linalg
 
 from ..weakform import matfree
 from ..weakform.matfree_flux import FluxOperator
+from ..weakform.matfree_gauss import GaussFluxOperator
 from ..core._errors import FpirlInputError
 from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
@@ -47,12 +48,12 @@ TIME_SCHEMES = ("midpoint", "explicit")
 ASSEMBLED_MEMORY_LIMIT = 3e9
 #: ``solver='auto'`` uses the interpolated-flux operator when the exact matrix-free band would need more than this.
 BAND_MEMORY_LIMIT = 3e9
-SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux")
-MATRIX_FREE = ("matrix-free", "interpolated-flux")
+SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux")
+MATRIX_FREE = ("matrix-free", "interpolated-flux", "gauss-flux")
 #: Default relative CG residual per matrix-free path (``cg_tol=None``): the exact path reproduces the
 #: assembled solution to ~1e-8; the interpolated flux stops where the algebraic error in psi is far
 #: below its own O(h^2) quadrature error (docs/method.md, "Interpolated flux").
-CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6}
+CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6, "gauss-flux": 1e-6}
 
 
 def band_bytes(grid: Grid) -> float:
@@ -149,13 +150,15 @@ class PotentialEstimator(FittedPotentialMixin):
     scheduler : None, 'local', 'tcp://HOST:PORT' or dask.distributed.Client
         Assemble the normal equations as a map-reduce over snapshot chunks on Dask
         (:func:`fpirl.distributed.accumulate_normal_equations`; same result to rounding).
-    solver : {'auto', 'assembled', 'matrix-free', 'interpolated-flux'}
+    solver : {'auto', 'assembled', 'matrix-free', 'interpolated-flux', 'gauss-flux'}
         ``'assembled'`` forms the normal matrix by sum factorisation (:mod:`fpirl.weakform.assembly`) and
         solves it by Cholesky; ``'matrix-free'`` only applies it (:mod:`fpirl.weakform.matfree`) and solves
         by preconditioned conjugate gradients, streaming over the snapshots (5-D);
         ``'interpolated-flux'`` is the matrix-free path with the flux ``p grad psi`` interpolated
         in the FE space (:mod:`fpirl.weakform.matfree_flux`: ``O(d)`` instead of ``3^d`` numbers per node,
-        for 6-D). ``'auto'`` (default) picks the assembled path unless its memory estimate
+        for 6-D). ``'gauss-flux'`` integrates the flux at composite Gauss points instead, by sum
+        factorisation (:mod:`fpirl.weakform.matfree_gauss`: no interpolation error, no ``3^d`` band, but
+        about ``2^d`` times the interpolated flux's work and memory). ``'auto'`` (default) picks the assembled path unless its memory estimate
         (:func:`assembled_bytes`) exceeds :data:`ASSEMBLED_MEMORY_LIMIT` (or the data stream), then
         the exact matrix-free path unless its band (:func:`band_bytes`) exceeds
         :data:`BAND_MEMORY_LIMIT`, then the interpolated flux.
@@ -186,7 +189,7 @@ class PotentialEstimator(FittedPotentialMixin):
         With ``estimate_beta``: Schur complement of ``1/beta`` relative to ``c.c``; near 0 means the
         data hardly constrain beta (e.g. data at equilibrium).
     solver_ : str
-        The path used, ``'assembled'``, ``'matrix-free'`` or ``'interpolated-flux'``.
+        The path used, ``'assembled'``, ``'matrix-free'``, ``'interpolated-flux'`` or ``'gauss-flux'``.
     cg_info_ : dict or None
         Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``
         (``matvecs``) and the wall time of the solve (``seconds``).
@@ -383,6 +386,8 @@ class PotentialEstimator(FittedPotentialMixin):
             source = source.normalize()
         if solver == "interpolated-flux":
             operator = FluxOperator
+        elif solver == "gauss-flux":
+            operator = GaussFluxOperator
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)

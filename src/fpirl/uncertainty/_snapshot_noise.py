@@ -384,7 +384,7 @@ def matrix_free_posterior_seconds(est) -> float | None:
             break
     else:
         return None
-    if (getattr(cand, "settings_", None) or {}).get("solver") == "interpolated-flux":
+    if (getattr(cand, "settings_", None) or {}).get("solver") in ("interpolated-flux", "gauss-flux"):
         return None
     if not info.get("matvecs") or "seconds" not in info:
         return None

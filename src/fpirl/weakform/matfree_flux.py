@@ -101,6 +101,14 @@ class FluxOperator(NormalOperator):
         for a in range(self.d):
             h[a] += q * self._apply_axis(v, a, self._div[a].T)
 
+    def _accumulate_residual(self, q: np.ndarray, r: np.ndarray, h: list[np.ndarray]) -> None:
+        """``h`` += the part of ``Xi(q)^T r`` before :meth:`_gradients_adjoint` (``r``: a residual on the nodes)."""
+        self._accumulate(q, apply_along_axes(r, self._mass), h)
+
+    def _flux_shape(self) -> tuple[int, ...]:
+        """Shape of the accumulators ``h_a`` (the FE nodes here)."""
+        return self.shape
+
     # --- products ---------------------------------------------------------------------------
     def matvec(self, c: np.ndarray) -> np.ndarray:
         """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
@@ -126,8 +134,8 @@ class FluxOperator(NormalOperator):
     def _right_hand_sides(self) -> NormalEquations:
         self._setup_flux()
         d = self.d
-        hg = [np.zeros(self.shape) for _ in range(d)]
-        hc = [np.zeros(self.shape) for _ in range(d)]
+        hg = [np.zeros(self._flux_shape()) for _ in range(d)]
+        hc = [np.zeros(self._flux_shape()) for _ in range(d)]
         gg = gc = cc = 0.0
         n_rows = 0
         trace = 0.0
@@ -146,8 +154,8 @@ class FluxOperator(NormalOperator):
                 gc += float(np.vdot(g, c))
                 cc += float(np.vdot(c, c))
                 n_rows += g.size
-                self._accumulate(q, apply_along_axes(g, self._mass), hg)
-                self._accumulate(q, apply_along_axes(c, self._mass), hc)
+                self._accumulate_residual(q, g, hg)
+                self._accumulate_residual(q, c, hc)
         self.trace = trace
         self.marginals = marg.normalised()
         return NormalEquations(None, self._gradients_adjoint(hg), self._gradients_adjoint(hc), gg, gc, cc, n_rows)
