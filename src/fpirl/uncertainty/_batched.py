@@ -194,9 +194,34 @@ class BatchedDraws:
                 Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
         return Wu, Wb
 
-    def _adjoint(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (to the interleaved layout first)."""
+    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray):
+        """``(W_u, W_b)`` as :meth:`_bands`, shift major ``(S, 3^d, *grid)``, when ``M`` and ``M_r`` are at
+        most :data:`SMALL_MODES`: per shift ``l`` and mode ``m`` one elementwise product over all draws
+        and nodes (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``),
+        read straight from the padded arrays, no stacked ``3^d`` copies."""
+        S, nl = rho.shape[0], len(self.shifts)
+        Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
+        rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
+        Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
+        Wu = np.empty((S, nl) + self.shape)
+        Wb = np.empty_like(Wu)
+        for f, idx in enumerate(self.shifts):
+            sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
+            np.multiply(rho[:, 0], Pq[(0,) + sl], out=Wu[:, f])
+            for m in range(1, self.M):
+                Wu[:, f] += rho[:, m] * Pq[(m,) + sl]
+            np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=Wb[:, f])
+            for m in range(1, self.Mr):
+                Wb[:, f] += Pe[(slice(None), m) + sl] * rc[m]
+        return Wu, Wb
+
+    def _adjoint(self, W: np.ndarray, shift_major: bool = False) -> np.ndarray:
+        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (or shift-major ``(3^d, *grid)``),
+        to the interleaved layout first."""
         d = self.d
+        if shift_major:
+            x = W.reshape((3,) * d + self.shape).transpose([v for b in range(d) for v in (b, d + b)])
+            return self.op._adjoint(np.ascontiguousarray(x)).ravel()
         x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
         return self.op._adjoint(np.ascontiguousarray(x)).ravel()
 
@@ -220,17 +245,18 @@ class BatchedDraws:
             if self.estimated:
                 ug[s] = float(np.vdot(self.cq, rho[s]))
                 bg[s] = float(np.vdot(eb, self.crhat))
-        Wu, Wb = self._bands(rho, ebar)
+        small = max(self.M, self.Mr) <= SMALL_MODES
+        Wu, Wb = self._bands_small(rho, ebar) if small else self._bands(rho, ebar)
         del rho, ebar
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
         for s in range(U.shape[1]):
-            U[:n, s] = self._adjoint(Wu[s])
+            U[:n, s] = self._adjoint(Wu[s], small)
         Wu += Wb
         del Wb
         for s in range(S):
-            UB[:n, s] = self._adjoint(Wu[s])
+            UB[:n, s] = self._adjoint(Wu[s], small)
         if self.estimated:
             UB[n] = ug + bg
             U[n] = ug[: U.shape[1]]
