@@ -87,7 +87,10 @@ class BatchedDraws:
             pbar.append(pb)
             c.append(cc)
             rhat.append(rh)
-        self.blocks = blocks
+        # the fitted snapshots once (blocks overlap by one snapshot) and the generator's draw sizes per block
+        self.counts = [b.shape[0] - (i > 0) for i, b in enumerate(blocks)]
+        self.pfull = np.concatenate([b if i == 0 else b[1:] for i, b in enumerate(blocks)])
+        del blocks
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
         flat = pbar.reshape(self.K, -1)
@@ -120,16 +123,41 @@ class BatchedDraws:
         n = int(np.prod(self.shape))
         per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
         self.batch = int(max(1, BATCH_BYTES // per_draw))
+        # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
+        # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
+        Tb, Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
+        self.mix = None
+        if self.compressed:
+            eb = Tb if self.Wr is None else self.Wr.T @ Tb
+            self.mix = np.vstack([self.V.T @ Tb, self.V.T @ Td, eb])  # (2M + M_r, K + 1)
+            self.ce = None if self.crhat is None else np.tensordot(Tb, self.crhat, axes=(0, 0))  # e . ce = ebar . C r_hat
+        self._buffers = {}
+
+    def _buffer(self, name, shape):
+        """A work array kept from batch to batch (fresh large arrays cost a page fault per page)."""
+        buf = self._buffers.get(name)
+        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
+            buf = self._buffers[name] = np.empty(shape)
+        return buf[: shape[0]]
 
     # --- noise --------------------------------------------------------------------------
     def noise(self, model, normalize, rng) -> np.ndarray:
         """One unit-scale draw of all snapshots, ``(K + 1, *grid)``, with the generator calls of the per-draw code."""
 
-        carry, parts = None, []
-        for block in self.blocks:
-            e, carry = _noise(block, carry, model, normalize, self.op.grid, rng)
-            parts.append(e if not parts else e[1:])
-        return np.concatenate(parts)
+        return self.noise_into(np.empty(self.pfull.shape), model, normalize, rng)
+
+    def noise_into(self, out, model, normalize, rng) -> np.ndarray:
+        """:meth:`noise` written into ``out``: the same generator calls (one per block of the fitted
+        data, the first snapshot of a block carried over from the last one), in place."""
+        pos = 0
+        for cnt in self.counts:
+            rng.standard_normal(out=out[pos : pos + cnt])
+            pos += cnt
+        if model == "multiplicative":
+            out *= self.pfull
+        if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
+            out -= self.pfull * self.op.grid.integrate(out).reshape((-1,) + (1,) * self.op.grid.ndim)
+        return out
 
     def _residual(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
         """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``."""
@@ -203,8 +231,8 @@ class BatchedDraws:
         Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
         rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
         Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
-        Wu = np.empty((S, nl) + self.shape)
-        Wb = np.empty_like(Wu)
+        Wu = self._buffer("Wu", (S, nl) + self.shape)
+        Wb = self._buffer("Wb", (S, nl) + self.shape)
         for f, idx in enumerate(self.shifts):
             sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
             np.multiply(rho[:, 0], Pq[(0,) + sl], out=Wu[:, f])
@@ -229,11 +257,11 @@ class BatchedDraws:
         """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
         (``nx = n_coef + [gamma]``)."""
         S = len(noises)
-        rho = np.empty((S, self.M) + self.shape)
-        ebar = np.empty((S, self.Mr) + self.shape)
+        rho = self._buffer("rho", (S, self.M) + self.shape)
+        ebar = self._buffer("ebar", (S, self.Mr) + self.shape)
         ug, bg = np.zeros(S), np.zeros(S)
         dt, scheme = self.op.source.dt, self.res.scheme
-        for s, e in enumerate(noises):
+        for s, e in enumerate(noises if self.mix is None else ()):
             eb, ed = time_pairs(e, dt, scheme)
             ebar[s] = eb if self.Wr is None else np.tensordot(self.Wr, eb, axes=(0, 0))
             if self.compressed:
@@ -245,6 +273,17 @@ class BatchedDraws:
             if self.estimated:
                 ug[s] = float(np.vdot(self.cq, rho[s]))
                 bg[s] = float(np.vdot(eb, self.crhat))
+        if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
+            mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+            M = self.M
+            ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
+            rho[:] = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
+                                    mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape(rho.shape)
+            for s in range(S):
+                if self.estimated:
+                    ug[s] = float(np.vdot(self.cq, rho[s]))
+                    bg[s] = float(np.vdot(noises[s], self.ce))
+            del mixed
         small = max(self.M, self.Mr) <= SMALL_MODES
         Wu, Wb = self._bands_small(rho, ebar) if small else self._bands(rho, ebar)
         del rho, ebar
@@ -294,7 +333,9 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
               leave=False) as bar:
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
-            noises = [bd.noise(model, normalize, rng) for _ in range(start, stop)]
+            noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
+            for e in noises:
+                bd.noise_into(e, model, normalize, rng)
             for s in range(start, min(stop, n_full)):
                 rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
                 if estimated:
