@@ -66,9 +66,9 @@ DEFAULT_SAMPLES = 64
 METHODS = ("auto", "posterior", "bootstrap", "none")
 #: ``method='auto'`` skips a matrix-free posterior whose estimated time exceeds this (seconds).
 POSTERIOR_BUDGET_S = 120.0
-#: Passes of the snapshot-noise posterior over a streamed file (pilot, fitted data, residual sums,
-#: batches of draws, CG products): measured about 12 on a 2.45 GB 4-D file (docs/benchmarks.md).
-STREAMED_PASSES = 12
+#: Passes of the snapshot-noise posterior over a streamed file whose residuals are not cached (pilot
+#: draws, fitted data, residual sums, full-residual draws): counted 10 (docs/benchmarks.md, issue 20).
+STREAMED_PASSES = 10
 
 
 def streamed_read_seconds(data) -> float | None:
