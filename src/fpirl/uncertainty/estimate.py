@@ -43,6 +43,7 @@ the penalty kept as the prior; it also serves matrix-free fits (CG solves instea
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -77,8 +78,6 @@ def streamed_read_seconds(data) -> float | None:
     first snapshot (timed now), times the number of snapshots, times the passes."""
     if not isinstance(data, StreamingSnapshots) or getattr(data, "path", None) is None:
         return None
-    import time
-
     start = time.perf_counter()
     data.read(0, 1)
     return STREAMED_PASSES * data.n_times * (time.perf_counter() - start)
