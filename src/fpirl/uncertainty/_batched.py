@@ -22,6 +22,12 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
   the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
   (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
+* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._bands_small`) the bands
+  are formed per shift ``l`` and mode by one elementwise product over all draws and nodes, read
+  straight from the padded arrays (no stacked ``3^d`` copies); every time mix of the noise
+  (``V^T bar e``, ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul
+  of a ``(2M + M_r) x (K + 1)`` matrix with the batch's draws, and the batch's work arrays are kept
+  from batch to batch (fresh large arrays cost a page fault per page);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` need the full
   residual of the noise; they are expectations (sums over all nodes and pairs, relative Monte
   Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
