@@ -180,3 +180,27 @@ def test_cli_streams_density_files_above_the_size_limit(rng, tmp_path, monkeypat
     assert whole.attrs["solver_solver"] == "assembled" and streamed.attrs["solver_solver"] == "matrix-free"
     a, b = whole["hermite_coefficients"].values, streamed["hermite_coefficients"].values
     assert np.abs(b - a).max() <= 1e-7 * np.abs(a).max()
+
+
+def test_cli_auto_uncertainty_skips_the_posterior_of_a_streamed_file_over_budget(rng, tmp_path, monkeypatch):
+    """``--uncertainty auto`` on a streamed file: the posterior when its estimated cost (with the file's
+    re-reads) is within the budget, else one warning naming ``--uncertainty posterior`` and no uncertainty."""
+    import fpirl.cli.fit as cli_fit
+    import fpirl.uncertainty.estimate as unc
+    from fpirl.cli import main
+    from fpirl.io import read_result, write_density
+
+    s = smooth_data(rng, 2, (9, 8), "periodic")
+    data = write_density(tmp_path / "d.nc", s)
+    args = ["--beta", "3", "--hermite-elements", "2", "--ridge", "1e-6", "--no-progress"]
+    monkeypatch.setattr(cli_fit, "STREAM_BYTES", 0.0)
+    assert main(["fit", str(data), "-o", str(tmp_path / "in.nc"), *args]) == 0
+    assert read_result(tmp_path / "in.nc").attrs["uncertainty"] == "posterior"
+    monkeypatch.setattr(unc, "STREAMED_PASSES", 10**12)  # the re-reads, not the solves, go over the budget
+    with pytest.warns(RuntimeWarning, match="streamed file.*--uncertainty posterior"):
+        assert main(["fit", str(data), "-o", str(tmp_path / "out.nc"), *args]) == 0
+    out = read_result(tmp_path / "out.nc")
+    assert out.attrs["uncertainty"] == "none" and "potential_std" not in out
+    monkeypatch.setattr(cli_fit, "STREAM_BYTES", 2e9)  # read whole: no re-reads, the posterior is kept
+    assert main(["fit", str(data), "-o", str(tmp_path / "whole.nc"), *args]) == 0
+    assert read_result(tmp_path / "whole.nc").attrs["uncertainty"] == "posterior"

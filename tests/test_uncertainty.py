@@ -203,6 +203,25 @@ def test_bands_and_result_roundtrip(tmp_path, rng):
     assert credible_bands(post, problem.snapshots(12).grid, s.dt) == {}
 
 
+def test_bands_on_two_threads_equal_the_serial_loop(rng, monkeypatch):
+    """The band draws' MDP recoveries on threads give the serial loop's bands exactly."""
+    from fpirl.uncertainty import _bands
+
+    problem = Problem(2, "periodic", hermite_elements=2, steps=10)
+    s = _noisy(problem.snapshots(12), 0.1, rng)
+    grid = Grid([-1, -1], [1, 1], 12, names=("s", "a"), roles=("state", "action"), boundary="periodic")
+    s = DensitySnapshots(grid, s.times, s.values)
+    post = density_posterior(PotentialEstimator(hermite_elements=2, estimate_beta=True).fit(s))
+    out = {}
+    for threads in (1, 2):
+        monkeypatch.setattr(_bands, "BAND_THREADS", threads)
+        monkeypatch.setattr(_bands, "BAND_THREAD_MIN_NODES", 0)
+        out[threads] = credible_bands(post, grid, s.dt, 0.9, n_samples=12, rng=4)
+    assert out[1].keys() == out[2].keys() == {"policy_lower", "policy_upper", "reward_lower", "reward_upper"}
+    for key in out[1]:
+        np.testing.assert_array_equal(out[2][key], out[1][key])
+
+
 # --------------------------------------------------------------------------------------------
 # bootstrap over whole tracks
 # --------------------------------------------------------------------------------------------

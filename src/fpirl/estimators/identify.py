@@ -322,7 +322,10 @@ class PotentialEstimator(FittedPotentialMixin):
             M += scale * np.outer(m, m)
             if not self.estimate_beta:
                 gamma = 1.0 / params["beta"]
-                return solve_spd(M, -(ne.xtg + gamma * ne.xtc)), gamma, None
+                keep = {}
+                theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep)
+                self._factor = (float(lam), keep.get("factor"))  # the posterior's K (beta given): reused there
+                return theta, gamma, None
             y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
             schur = ne.cc - float(ne.xtc @ y2)
             gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")

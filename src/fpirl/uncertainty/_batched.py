@@ -22,6 +22,12 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
   the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
   (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
+* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._bands_small`) the bands
+  are formed per shift ``l`` and mode by one elementwise product over all draws and nodes, read
+  straight from the padded arrays (no stacked ``3^d`` copies); every time mix of the noise
+  (``V^T bar e``, ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul
+  of a ``(2M + M_r) x (K + 1)`` matrix with the batch's draws, and the batch's work arrays are kept
+  from batch to batch (fresh large arrays cost a page fault per page);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` need the full
   residual of the noise; they are expectations (sums over all nodes and pairs, relative Monte
   Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
@@ -87,7 +93,10 @@ class BatchedDraws:
             pbar.append(pb)
             c.append(cc)
             rhat.append(rh)
-        self.blocks = blocks
+        # the fitted snapshots once (blocks overlap by one snapshot) and the generator's draw sizes per block
+        self.counts = [b.shape[0] - (i > 0) for i, b in enumerate(blocks)]
+        self.pfull = np.concatenate([b if i == 0 else b[1:] for i, b in enumerate(blocks)])
+        del blocks
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
         flat = pbar.reshape(self.K, -1)
@@ -120,16 +129,41 @@ class BatchedDraws:
         n = int(np.prod(self.shape))
         per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
         self.batch = int(max(1, BATCH_BYTES // per_draw))
+        # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
+        # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
+        Tb, Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
+        self.mix = None
+        if self.compressed:
+            eb = Tb if self.Wr is None else self.Wr.T @ Tb
+            self.mix = np.vstack([self.V.T @ Tb, self.V.T @ Td, eb])  # (2M + M_r, K + 1)
+            self.ce = None if self.crhat is None else np.tensordot(Tb, self.crhat, axes=(0, 0))  # e . ce = ebar . C r_hat
+        self._buffers = {}
+
+    def _buffer(self, name, shape):
+        """A work array kept from batch to batch (fresh large arrays cost a page fault per page)."""
+        buf = self._buffers.get(name)
+        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
+            buf = self._buffers[name] = np.empty(shape)
+        return buf[: shape[0]]
 
     # --- noise --------------------------------------------------------------------------
     def noise(self, model, normalize, rng) -> np.ndarray:
         """One unit-scale draw of all snapshots, ``(K + 1, *grid)``, with the generator calls of the per-draw code."""
 
-        carry, parts = None, []
-        for block in self.blocks:
-            e, carry = _noise(block, carry, model, normalize, self.op.grid, rng)
-            parts.append(e if not parts else e[1:])
-        return np.concatenate(parts)
+        return self.noise_into(np.empty(self.pfull.shape), model, normalize, rng)
+
+    def noise_into(self, out, model, normalize, rng) -> np.ndarray:
+        """:meth:`noise` written into ``out``: the same generator calls (one per block of the fitted
+        data, the first snapshot of a block carried over from the last one), in place."""
+        pos = 0
+        for cnt in self.counts:
+            rng.standard_normal(out=out[pos : pos + cnt])
+            pos += cnt
+        if model == "multiplicative":
+            out *= self.pfull
+        if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
+            out -= self.pfull * self.op.grid.integrate(out).reshape((-1,) + (1,) * self.op.grid.ndim)
+        return out
 
     def _residual(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
         """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``."""
@@ -194,9 +228,34 @@ class BatchedDraws:
                 Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
         return Wu, Wb
 
-    def _adjoint(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (to the interleaved layout first)."""
+    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray):
+        """``(W_u, W_b)`` as :meth:`_bands`, shift major ``(S, 3^d, *grid)``, when ``M`` and ``M_r`` are at
+        most :data:`SMALL_MODES`: per shift ``l`` and mode ``m`` one elementwise product over all draws
+        and nodes (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``),
+        read straight from the padded arrays, no stacked ``3^d`` copies."""
+        S, nl = rho.shape[0], len(self.shifts)
+        Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
+        rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
+        Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
+        Wu = self._buffer("Wu", (S, nl) + self.shape)
+        Wb = self._buffer("Wb", (S, nl) + self.shape)
+        for f, idx in enumerate(self.shifts):
+            sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
+            np.multiply(rho[:, 0], Pq[(0,) + sl], out=Wu[:, f])
+            for m in range(1, self.M):
+                Wu[:, f] += rho[:, m] * Pq[(m,) + sl]
+            np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=Wb[:, f])
+            for m in range(1, self.Mr):
+                Wb[:, f] += Pe[(slice(None), m) + sl] * rc[m]
+        return Wu, Wb
+
+    def _adjoint(self, W: np.ndarray, shift_major: bool = False) -> np.ndarray:
+        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (or shift-major ``(3^d, *grid)``),
+        to the interleaved layout first."""
         d = self.d
+        if shift_major:
+            x = W.reshape((3,) * d + self.shape).transpose([v for b in range(d) for v in (b, d + b)])
+            return self.op._adjoint(np.ascontiguousarray(x)).ravel()
         x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
         return self.op._adjoint(np.ascontiguousarray(x)).ravel()
 
@@ -204,11 +263,11 @@ class BatchedDraws:
         """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
         (``nx = n_coef + [gamma]``)."""
         S = len(noises)
-        rho = np.empty((S, self.M) + self.shape)
-        ebar = np.empty((S, self.Mr) + self.shape)
+        rho = self._buffer("rho", (S, self.M) + self.shape)
+        ebar = self._buffer("ebar", (S, self.Mr) + self.shape)
         ug, bg = np.zeros(S), np.zeros(S)
         dt, scheme = self.op.source.dt, self.res.scheme
-        for s, e in enumerate(noises):
+        for s, e in enumerate(noises if self.mix is None else ()):
             eb, ed = time_pairs(e, dt, scheme)
             ebar[s] = eb if self.Wr is None else np.tensordot(self.Wr, eb, axes=(0, 0))
             if self.compressed:
@@ -220,17 +279,29 @@ class BatchedDraws:
             if self.estimated:
                 ug[s] = float(np.vdot(self.cq, rho[s]))
                 bg[s] = float(np.vdot(eb, self.crhat))
-        Wu, Wb = self._bands(rho, ebar)
+        if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
+            mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+            M = self.M
+            ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
+            rho[:] = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
+                                    mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape(rho.shape)
+            for s in range(S):
+                if self.estimated:
+                    ug[s] = float(np.vdot(self.cq, rho[s]))
+                    bg[s] = float(np.vdot(noises[s], self.ce))
+            del mixed
+        small = max(self.M, self.Mr) <= SMALL_MODES
+        Wu, Wb = self._bands_small(rho, ebar) if small else self._bands(rho, ebar)
         del rho, ebar
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
         for s in range(U.shape[1]):
-            U[:n, s] = self._adjoint(Wu[s])
+            U[:n, s] = self._adjoint(Wu[s], small)
         Wu += Wb
         del Wb
         for s in range(S):
-            UB[:n, s] = self._adjoint(Wu[s])
+            UB[:n, s] = self._adjoint(Wu[s], small)
         if self.estimated:
             UB[n] = ug + bg
             U[n] = ug[: U.shape[1]]
@@ -268,7 +339,9 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
               leave=False) as bar:
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
-            noises = [bd.noise(model, normalize, rng) for _ in range(start, stop)]
+            noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
+            for e in noises:
+                bd.noise_into(e, model, normalize, rng)
             for s in range(start, min(stop, n_full)):
                 rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
                 if estimated:

@@ -234,7 +234,10 @@ class _Solver:
             K = Kd.copy()
             K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
             self.Kd = Kd
-            self.chol = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+            lam_fit, factor = getattr(inner, "_factor", (None, None))
+            if estimated or factor is None or lam_fit != float(lam):  # else the fit's factor of this same K
+                factor = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+            self.chol = factor
             self.xtc, self.cc = ne.xtc, ne.cc
             return
 

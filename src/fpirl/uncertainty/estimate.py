@@ -43,6 +43,7 @@ the penalty kept as the prior; it also serves matrix-free fits (CG solves instea
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -66,6 +67,20 @@ DEFAULT_SAMPLES = 64
 METHODS = ("auto", "posterior", "bootstrap", "none")
 #: ``method='auto'`` skips a matrix-free posterior whose estimated time exceeds this (seconds).
 POSTERIOR_BUDGET_S = 120.0
+#: Passes of the snapshot-noise posterior over a streamed file whose residuals are not cached (pilot
+#: draws, fitted data, residual sums, full-residual draws): counted 10 (docs/benchmarks.md, issue 20).
+STREAMED_PASSES = 10
+
+
+def streamed_read_seconds(data) -> float | None:
+    """Estimated wall time of :data:`STREAMED_PASSES` reads of a streamed file (None unless ``data`` is a
+    :class:`~fpirl.weakform.matfree.StreamingSnapshots` opened from a file): the time of reading its
+    first snapshot (timed now), times the number of snapshots, times the passes."""
+    if not isinstance(data, StreamingSnapshots) or getattr(data, "path", None) is None:
+        return None
+    start = time.perf_counter()
+    data.read(0, 1)
+    return STREAMED_PASSES * data.n_times * (time.perf_counter() - start)
 
 
 def _inner(est):
@@ -186,7 +201,8 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
     est : fitted estimator
     method : {'auto', 'posterior', 'bootstrap', 'none'}
         ``'auto'`` (the CLI's default) is ``'posterior'`` unless the fit is matrix-free and the
-        posterior's estimated time (:func:`fpirl.uncertainty._snapshot_noise.matrix_free_posterior_seconds`) exceeds
+        posterior's estimated time (:func:`fpirl.uncertainty._snapshot_noise.matrix_free_posterior_seconds`,
+        plus :func:`streamed_read_seconds` when ``data`` is streamed from a file) exceeds
         :data:`POSTERIOR_BUDGET_S`; then a warning and no uncertainty.
     data : DensitySnapshots, StreamingSnapshots or TrackTable, optional
         The fitted data: snapshots give the snapshot-noise posterior (any solver) and let it bound
@@ -203,6 +219,12 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
             warnings.warn(f"no posterior: on this matrix-free fit it would take about {cost / 60:.0f} min "
                           f"(one CG solve per noise draw); ask for it with --uncertainty posterior "
                           "(API: method='posterior')", RuntimeWarning, stacklevel=2)
+            return None
+        reads = streamed_read_seconds(data)
+        if reads is not None and (cost or 0.0) + reads > POSTERIOR_BUDGET_S:
+            warnings.warn(f"no posterior: it would read the streamed file about {STREAMED_PASSES} more times "
+                          f"(about {((cost or 0.0) + reads) / 60:.1f} min); ask for it with --uncertainty "
+                          "posterior (API: method='posterior')", RuntimeWarning, stacklevel=2)
             return None
         method = "posterior"
     if method == "none":
