@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..core._errors import FpirlInputError
+from ..rl.gym import rollout
 from ..rl.soft_q import soft_policy, soft_state_value, soft_value_iteration
 
 # --- gymnasium MountainCarContinuous-v0 constants ---------------------------------------------
@@ -274,29 +275,9 @@ def rollout_gymnasium(mq: MountainCarQ, episodes: int = 100, seed: int = 0, max_
         ``goals`` (episodes that reached the goal), ``episodes``, ``steps`` (per episode),
         ``returns`` (undiscounted, per episode).
     """
-    import gymnasium as gym
-
-    env = gym.make("MountainCarContinuous-v0", max_episode_steps=max_steps) if max_steps else gym.make(
-        "MountainCarContinuous-v0")
-    rng = np.random.default_rng(seed)
-    goals, steps, returns = 0, [], []
-    try:
-        for i in range(int(episodes)):
-            obs, _ = env.reset(seed=seed + i)
-            total, k = 0.0, 0
-            while True:
-                a = mq.sample_action(obs[0:1], obs[1:2], rng)
-                obs, r, terminated, truncated, _ = env.step(np.array([a[0]], dtype=np.float32))
-                total += float(r)
-                k += 1
-                if terminated or truncated:
-                    break
-            goals += int(terminated)
-            steps.append(k)
-            returns.append(total)
-    finally:
-        env.close()
-    return {"goals": goals, "episodes": int(episodes), "steps": np.array(steps), "returns": np.array(returns)}
+    rng = np.random.default_rng(seed)  # the action draws (the same stream as rollout's own for a sampler)
+    return rollout("MountainCarContinuous-v0", lambda obs: mq.sample_action(obs[0:1], obs[1:2], rng)[:1], episodes,
+                   seed, max_steps)
 
 
 # =============================================================================================

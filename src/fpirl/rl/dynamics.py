@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ..core.grid import Grid
+from ..core.validation import positive
 from ..mdp.transition import GaussianTransition
 from ..io.netcdf import model_from_result
 from ._results import open_result
@@ -33,14 +34,6 @@ from ._results import open_result
 __all__ = ["DynamicsChange", "changed_transition", "transition_from_result"]
 
 
-def _scale(value, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise FpirlInputError(f"{name} must be a number, got {value!r}") from None
-    if not (np.isfinite(value) and value > 0):
-        raise FpirlInputError(f"{name} must be finite and positive, got {value:g}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -66,8 +59,8 @@ class DynamicsChange:
     drift: Callable | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "noise_scale", _scale(self.noise_scale, "noise scale"))
-        object.__setattr__(self, "drift_scale", _scale(self.drift_scale, "drift scale"))
+        object.__setattr__(self, "noise_scale", positive(self.noise_scale, "noise scale"))
+        object.__setattr__(self, "drift_scale", positive(self.drift_scale, "drift scale"))
         k = float(self.action_drift)
         if not np.isfinite(k):
             raise FpirlInputError(f"action drift must be finite, got {k:g}")
