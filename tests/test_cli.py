@@ -9,30 +9,14 @@ import pytest
 
 from fpirl import DensitySnapshots, Grid
 from fpirl.cli import SUBCOMMANDS, main
+from _simdensity import write_fp_density
 from fpirl.io import density_dataset, grid_from_dataset, read_density, read_result, write_density
 
 
 @pytest.fixture(scope="module")
 def valid_data(tmp_path_factory):
     """Small FP-PDE data: 2-D periodic (state, action), beta = 4, 12 snapshots."""
-    from fpirl.forward import simulate_density, von_mises_bump
-
-    grid = Grid([-1, -1], [1, 1], 12, names=["s", "a"], roles=["state", "action"])
-    k = np.pi
-
-    def psi(x):
-        return 0.5 * np.cos(k * x[..., 0]) * np.sin(k * x[..., 1]) + 0.3 * np.cos(k * x[..., 1])
-
-    def grad(x):
-        s, a = x[..., 0], x[..., 1]
-        return np.stack([-0.5 * k * np.sin(k * s) * np.sin(k * a),
-                         0.5 * k * np.cos(k * s) * np.cos(k * a) - 0.3 * k * np.sin(k * a)], axis=-1)
-
-    times = 0.02 * np.arange(12)
-    values = simulate_density(grid, psi, grad, 4.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
-    path = tmp_path_factory.mktemp("data") / "density.nc"
-    write_density(path, DensitySnapshots(grid, times, values))
-    return path
+    return write_fp_density(tmp_path_factory.mktemp("data") / "density.nc", 12, 12)
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-import xarray as xr
 
+from _simdensity import write_fp_density
 from fpirl import Grid, HermiteSpace
 from fpirl.evaluation.metrics import policy_kl
-from fpirl.io import read_result, result_dataset, write_result
+from fpirl.io import read_density, read_result, result_dataset, write_result
 from fpirl.mdp import boltzmann_policy, recover_mdp
 from fpirl.mdp._fitted import FittedPotentialMixin
 
@@ -146,24 +146,8 @@ def test_reward_wrapper_and_rollout(results, cli):
 
 
 def test_fit_reward_convention_option(tmp_path, cli):
-    from fpirl import DensitySnapshots, write_density
-    from fpirl.forward import simulate_density, von_mises_bump
-
-    grid = Grid([-1, -1], [1, 1], 10, names=["s", "a"], roles=["state", "action"])
-    k = np.pi
-
-    def psi(x):
-        return 0.5 * np.cos(k * x[..., 0]) * np.sin(k * x[..., 1]) + 0.3 * np.cos(k * x[..., 1])
-
-    def grad(x):
-        s, a = x[..., 0], x[..., 1]
-        return np.stack([-0.5 * k * np.sin(k * s) * np.sin(k * a),
-                         0.5 * k * np.cos(k * s) * np.cos(k * a) - 0.3 * k * np.sin(k * a)], axis=-1)
-
-    times = 0.02 * np.arange(8)
-    values = simulate_density(grid, psi, grad, 4.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
-    data = tmp_path / "d.nc"
-    write_density(data, DensitySnapshots(grid, times, values))
+    data = write_fp_density(tmp_path / "d.nc", 10, 8)
+    grid = read_density(data).grid
     out = tmp_path / "expected.nc"
     proc = cli("fit", data, "-o", out, "--hermite-elements", "3", "--beta", "4", "--uncertainty", "none",
                "--no-progress", "--reward", "expected")

@@ -41,6 +41,25 @@ from fpirl.mdp.transition import GaussianTransition
 FLOOR = 1e-300
 
 
+def tabular(grid, policy, transition):
+    """Probability-mass forms on a periodic 2+2-D grid (equal node weights):
+    ``pi[s, a] = w(a) pi(a|s)`` and ``T[s, a, s'] = w(s') T(s'|s, a)``."""
+    S = grid.axes[0].n_nodes * grid.axes[1].n_nodes
+    w_s = grid.axes[0].spacing * grid.axes[1].spacing
+    w_a = grid.axes[2].spacing * grid.axes[3].spacing
+    T_mass = transition.dense(max_entries=S * S * S + 1).reshape(S, S, S) * w_s
+    return np.asarray(policy).reshape(S, S) * w_a, T_mass
+
+
+def state_visits(rho0, pi_mass, T_mass, H: int) -> np.ndarray:
+    """State distributions ``D_t``, ``t = 0..H``: ``D_{t+1}(s') = sum_{s,a} D_t(s) pi[s,a] T[s,a,s']``."""
+    D = np.empty((H + 1, rho0.size))
+    D[0] = rho0
+    for t in range(H):  # H steps of a dense contraction (the horizon, not a loop over nodes)
+        D[t + 1] = np.einsum("s,sa,sap->p", D[t], pi_mass, T_mass)
+    return D
+
+
 def _kl_rows(p, q):
     """KL(p_t || q_t) of probability vectors along the last axis."""
     p = np.maximum(p, 0.0)
@@ -58,17 +77,9 @@ def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
     pi_gt = boltzmann_policy(grid, psi, beta)
     T_gt = GaussianTransition(grid, grad_s, beta, dt)
     S = N * N
-    w_s = np.full(S, grid.axes[0].spacing * grid.axes[1].spacing)  # periodic: equal node weights
-    w_a = np.full(S, grid.axes[2].spacing * grid.axes[3].spacing)
-    # tabular (probability-mass) forms: T[s, a, s'] = w(s') T(s'|s,a), pi[s, a] = w(a) pi(a|s)
-    T_mass = T_gt.dense(max_entries=S * S * S + 1).reshape(S, S, S) * w_s[None, None, :]
-    pi_mass = pi_gt.reshape(S, S) * w_a[None, :]
+    pi_mass, T_mass = tabular(grid, pi_gt, T_gt)
     rho0 = np.full(S, 1.0 / S)
-    # the expert's state distributions (probabilities), t = 0..H
-    D_exp = np.empty((H + 1, S))
-    D_exp[0] = rho0
-    for t in range(H):
-        D_exp[t + 1] = np.einsum("s,sa,sap->p", D_exp[t], pi_mass, T_mass)
+    D_exp = state_visits(rho0, pi_mass, T_mass, H)  # the expert's state distributions, t = 0..H
     # fpirl: only the expert's state-action densities (the MDP map; same numbers as D_exp * pi)
     t0 = time.perf_counter()
     rho0_density = np.full((N, N), 1.0 / (grid.axes[0].length * grid.axes[1].length))
@@ -78,12 +89,8 @@ def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
     est = PotentialEstimator(hermite_elements=4, beta=beta).fit(DensitySnapshots(grid, dt * np.arange(H + 1), snaps))
     mdp = recover_mdp(grid, est.potential_on_grid(), est.gradient_on_grid(axes=grid.state_axes), beta, dt)
     t_fit = time.perf_counter() - t0
-    pi_f = mdp.policy.reshape(S, S) * w_a[None, :]
-    T_f = mdp.transition.dense(max_entries=S * S * S + 1).reshape(S, S, S) * w_s[None, None, :]
-    D_f = np.empty((H + 1, S))
-    D_f[0] = rho0
-    for t in range(H):
-        D_f[t + 1] = np.einsum("s,sa,sap->p", D_f[t], pi_f, T_f)
+    pi_f, T_f = tabular(grid, mdp.policy, mdp.transition)
+    D_f = state_visits(rho0, pi_f, T_f, H)
     kl_pol_f = _kl_rows(pi_mass, pi_f)  # (S,)
     pol_f = float(np.mean(np.sum(D_exp[:H] * kl_pol_f[None, :], axis=1)))
     dens_f = _kl_rows(D_exp[1:], D_f[1:])

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 from _bridge import call
+from part_irl import state_visits, tabular
 
 from fpirl import DensitySnapshots, Grid, PotentialEstimator
 from fpirl.forward.markov import mdp_density_map
@@ -45,15 +46,9 @@ def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
     pi_gt = boltzmann_policy(grid, psi, beta)
     T_gt = GaussianTransition(grid, grad_s, beta, dt)
     S = N * N
-    w_s = np.full(S, grid.axes[0].spacing * grid.axes[1].spacing)
-    w_a = np.full(S, grid.axes[2].spacing * grid.axes[3].spacing)
-    T_mass = T_gt.dense(max_entries=S * S * S + 1).reshape(S, S, S) * w_s[None, None, :]
-    pi_mass = pi_gt.reshape(S, S) * w_a[None, :]
+    pi_mass, T_mass = tabular(grid, pi_gt, T_gt)
     rho0 = np.full(S, 1.0 / S)
-    D_exp = np.empty((H + 1, S))
-    D_exp[0] = rho0
-    for t in range(H):
-        D_exp[t + 1] = np.einsum("s,sa,sap->p", D_exp[t], pi_mass, T_mass)
+    D_exp = state_visits(rho0, pi_mass, T_mass, H)
     t0 = time.perf_counter()
     rho0_density = np.full((N, N), 1.0 / (grid.axes[0].length * grid.axes[1].length))
     snaps = mdp_density_map(grid, pi_gt, T_gt, rho0_density, H)
