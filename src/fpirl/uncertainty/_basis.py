@@ -130,8 +130,8 @@ def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: b
 
 def _difference_ratio(counts, p: float) -> float:
     """``(N_2^-p - N_1^-p) / (N_1^-p - N_0^-p)`` for element counts ``(N_0, N_1, N_2)``, ``N_0 > N_1 > N_2``."""
-    n0, n1, n2 = counts
-    return float((n2**-p - n1**-p) / (n1**-p - n0**-p))
+    n0, n1, n2 = (float(c) for c in counts)
+    return float(((n1 / n2) ** p - 1.0) / (1.0 - (n1 / n0) ** p))  # divided through by N_1^-p: no underflow
 
 
 def observed_order(counts, gammas, floor: float = BASIS_ORDER) -> float:
@@ -165,11 +165,16 @@ def observed_order(counts, gammas, floor: float = BASIS_ORDER) -> float:
     return float(scipy.optimize.brentq(lambda p: _difference_ratio(counts, p) - ratio, floor, MAX_ORDER, xtol=1e-6))
 
 
+def richardson(fine: float, coarse: float, ratio: float, order: float) -> float:
+    """Richardson's extrapolation ``f - (f_c - f) / (r^p - 1)`` of a quantity ``f = f_inf + C N^-p``
+    known at ``N`` (``fine``) and ``N / r`` (``coarse``) elements."""
+    return float(fine - (coarse - fine) / (ratio**order - 1.0))
+
+
 def corrected_gamma(inner, coarse_est, order: float = BASIS_ORDER) -> float:
     """``1/beta`` corrected for the basis error by Richardson's rule of the module doc with ``order`` (no shrinkage)."""
     ratio = float(np.mean(np.asarray(inner.hermite_.elements, float) / np.asarray(coarse_est.hermite_.elements, float)))
-    g, gc = 1.0 / inner.beta_, 1.0 / coarse_est.beta_
-    return g - (gc - g) / (ratio**order - 1.0)
+    return richardson(1.0 / inner.beta_, 1.0 / coarse_est.beta_, ratio, order)
 
 
 def beta_order(inner, coarse_est, snapshots) -> float:
