@@ -99,8 +99,10 @@ def coarse_grid_fit(inner, snapshots):
     with warnings.catch_warnings():  # e.g. "fewer nodes than coefficients": the estimate is still usable
         warnings.simplefilter("ignore")
         params = refit_params(inner)
-        if isinstance(data, StreamingSnapshots) and params.get("solver") == "assembled":
-            params["solver"] = "auto"  # streamed data take a matrix-free path
+        if params.get("solver") in ("assembled", "matrix-free"):
+            # streamed data take a matrix-free path; in memory the 2^-d smaller system is assembled
+            # where it fits (the same estimate to the CG tolerance, and its posterior by Cholesky)
+            params["solver"] = "auto"
         return type(inner)(**params).fit(data), data
 
 
