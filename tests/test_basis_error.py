@@ -68,3 +68,99 @@ def test_beta_corrected_for_the_basis_error(spectral2d, n_h):
     assert abs(post.beta_corrected / BETA - 1) < 0.03
     if n_h == 4:
         assert est.beta_ / BETA - 1 > 0.05  # the raw fit carries the basis error
+
+
+# --------------------------------------------------------------------------------------------
+# beta_corrected's order: observed on three element counts, never below 2 (fpirl.uncertainty._basis)
+# --------------------------------------------------------------------------------------------
+def _sequence(g, n):
+    """``(counts, gammas)`` at ``n, n - 1, n - 2`` elements of a known function ``g(N)``."""
+    counts = (n, n - 1, n - 2)
+    return counts, [g(c) for c in counts]
+
+
+@pytest.mark.parametrize("p", [2.5, 3.7, 6.0])
+def test_observed_order_recovers_a_power_law(p):
+    from fpirl.uncertainty._basis import observed_order, richardson
+
+    g = lambda N: 0.25 + 0.3 * N**-p  # noqa: E731  (known limit 0.25, known order p)
+    counts, gammas = _sequence(g, 6)
+    order = observed_order(counts, gammas)
+    assert abs(order - p) < 1e-4
+    assert abs(richardson(g(6), g(4), 6 / 4, order) - 0.25) < 1e-9  # the 3/4 step lands on the limit
+
+
+def test_observed_order_keeps_the_floor_where_the_regime_is_not_asymptotic():
+    from fpirl.uncertainty._basis import BASIS_ORDER, observed_order, richardson
+
+    slow = lambda N: 0.25 + 0.3 * N**-1.2  # noqa: E731  (slower than order 2: the correction is not enlarged)
+    assert observed_order(*_sequence(slow, 6)) == BASIS_ORDER
+    wiggle = [0.25, 0.26, 0.255]  # not monotone: no order can be read
+    assert observed_order((6, 5, 4), wiggle) == BASIS_ORDER
+    # pre-asymptotic: order 3 with a large order-5 term; the observed order lies between, and the
+    # correction removes most of the error where order 2 overshoots past the limit
+    g = lambda N: 0.25 + 0.3 * N**-3 + 8.0 * N**-5  # noqa: E731
+    order = observed_order(*_sequence(g, 6))
+    assert 3 < order < 5
+    raw, fixed, order2 = g(6), richardson(g(6), g(4), 1.5, order), richardson(g(6), g(4), 1.5, 2.0)
+    assert abs(fixed - 0.25) < 0.2 * abs(raw - 0.25) and order2 < 0.25 - abs(raw - 0.25)
+    assert abs(fixed - 0.25) < abs(order2 - 0.25)
+
+
+def test_beta_corrected_where_psi_lies_in_the_hermite_space():
+    """psi inside the 6-element space: the order-2 correction from 4 elements overshoots by > 3%."""
+    from fpirl.core.hermite import HermiteSpace
+    from fpirl.uncertainty._basis import coarse_refit, corrected_gamma
+
+    f = smooth_function(2, True)
+    h6 = HermiteSpace([-1, -1], [1, 1], 6, True)
+    c6 = h6.interpolate(f)
+    times = 0.02 * np.arange(21)
+    solver = SpectralSolver([-1, -1], [1, 1], 48, lambda x: h6.gradient(c6, x), BETA)
+    vals = solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times)
+    grid = Grid([-1, -1], [1, 1], 24, boundary="periodic")
+    s = DensitySnapshots(grid, times, np.clip(solver.evaluate(vals, grid.coords), 0, None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
+        post = posterior(est, s)
+        order2 = 1.0 / corrected_gamma(est, coarse_refit(est, s), 2.0)
+    assert abs(order2 / BETA - 1) > 0.03  # the rule before: Richardson with order 2 from 4 elements
+    assert abs(post.beta_corrected / BETA - 1) < 0.03
+    lo, hi = post.beta_interval()
+    assert lo <= BETA <= hi
+
+
+# --------------------------------------------------------------------------------------------
+# the resolution column where the 2h fit barely resolves the Hermite space (fine resolution)
+# --------------------------------------------------------------------------------------------
+def test_resolution_column_is_freed_of_the_coarse_fits_noise():
+    """8 elements on 32^2 nodes: the 2h fit has as many nodes as coefficients and its noise is ~100x
+    the fine fit's; the column must stay near the noise-free Richardson estimate (it was 6-15x it)."""
+    from fpirl.uncertainty._resolution import resolution_column
+
+    f = smooth_function(2, True)
+    times = 0.02 * np.arange(21)
+    solver = SpectralSolver([-1, -1], [1, 1], 48, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), BETA)
+    vals = solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times)
+    grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
+    clean = np.clip(solver.evaluate(vals, grid.coords), 0, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements=8, beta=BETA).fit(DensitySnapshots(grid, times, clean))
+        h = est.hermite_
+
+        def rms(col):
+            v = h.evaluate_grid(np.asarray(col)[: h.n_coef], grid.coords)
+            return float(np.sqrt(np.mean((v - v.mean()) ** 2)))
+
+        target = rms(resolution_column(est, DensitySnapshots(grid, times, clean), False))  # noise-free Richardson
+        for seed in range(2):
+            rng = np.random.default_rng(seed)
+            s = DensitySnapshots(grid, times, clean * (1 + 0.05 * rng.standard_normal(clean.shape)))
+            noisy = PotentialEstimator(hermite_elements=8, beta=BETA).fit(s)
+            raw = rms(resolution_column(noisy, s, False))
+            post = posterior(noisy, s, rng=seed)
+            assert post.resolution is not None
+            assert raw > 4 * target  # the unshrunk column is mostly the 2h fit's noise
+            assert rms(post.resolution) < 2 * target, (rms(post.resolution), raw, target)

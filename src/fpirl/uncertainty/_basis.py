@@ -17,8 +17,24 @@ column the noise part is removed by the shrinkage ``s = sqrt(max(0, 1 - V / E))`
 (``V`` the nodal posterior variance of ``psi_h`` summed over nodes, ``E`` the nodal energy of
 ``psi_h - psi_c``), so at fine resolution, where the difference is mostly noise, the column
 vanishes. The column enters the factor of the posterior as one more systematic column (so the
-nodal std, the bands and beta's interval include it), and ``gamma`` corrected by the same rule
-gives the basis-error-corrected beta (``beta_corrected``).
+nodal std, the bands and beta's interval include it).
+
+``beta_corrected`` (beta estimated) is Richardson's rule applied to ``gamma = 1/beta`` over the same
+pair ``(n_c, n_h)``, with an order that checks its own regime (:func:`observed_order`): ``gamma`` is
+also fitted at ``n_h - 1`` and ``n_h - 2`` elements per axis, and the order ``p_obs`` of the three
+nearest counts ``(n_h - 2, n_h - 1, n_h)`` solves
+
+.. math::
+    \frac{\gamma_{n-2} - \gamma_{n-1}}{\gamma_{n-1} - \gamma_n}
+    = \frac{(n-2)^{-p} - (n-1)^{-p}}{(n-1)^{-p} - n^{-p}}.
+
+The correction uses ``p = max(p_obs, 2)``: where the last steps converge faster than order 2 (the
+error collapsing as ``psi`` comes inside the Hermite space, or the asymptotic order 3-4 of the cubic
+Hermite gradient reached) the correction shrinks to what that convergence supports; where the three
+values are not monotone, or converge slower than order 2 (pre-asymptotic), it stays the order-2
+correction, never larger. The order is measured on consecutive counts because it is a local
+quantity (here it rose from about 1 at 2-3 elements to 4 and more at 6-8); the step itself stays the
+``3/4`` pair, whose ratio keeps the extrapolation's amplification ``1 / (r^p - 1) <= 1.29`` bounded.
 """
 
 from __future__ import annotations
@@ -26,14 +42,18 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy.optimize
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
 from ..estimators.identify import PotentialEstimator
 from ._snapshot_noise import _density_estimator
 
-#: Order in the Hermite element size assumed by the Richardson rule for the basis error.
+#: Order in the Hermite element size assumed by the Richardson rule for the basis error (the floor of
+#: the order used for ``beta_corrected``, :func:`observed_order`).
 BASIS_ORDER = 2.0
+#: Upper end of the observed order searched by :func:`observed_order` (beyond it the correction is ~0).
+MAX_ORDER = 64.0
 
 
 def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
@@ -45,12 +65,21 @@ def coarser_elements(elements, periodic: bool) -> tuple[int, ...] | None:
     return tuple(int(c) for c in coarse)
 
 
-def coarse_refit(inner, snapshots):
-    """The density estimator refitted with :func:`coarser_elements` (same data and settings), or None."""
+def fewer_elements(elements, periodic: bool, k: int) -> tuple[int, ...] | None:
+    """``n_h - k`` elements per axis, or None below the minimum (2 periodic, else 1)."""
+    n = np.asarray(elements, dtype=int) - int(k)
+    if np.any(n < (2 if periodic else 1)):
+        return None
+    return tuple(int(c) for c in n)
+
+
+def coarse_refit(inner, snapshots, elements=None):
+    """The density estimator refitted with ``elements`` Hermite elements per axis (default
+    :func:`coarser_elements`; same data and settings), or None."""
 
     if not isinstance(inner, PotentialEstimator):
         return None
-    coarse = coarser_elements(inner.hermite_.elements, inner.hermite_.periodic)
+    coarse = coarser_elements(inner.hermite_.elements, inner.hermite_.periodic) if elements is None else elements
     if coarse is None:
         return None
     params = {k: getattr(inner, k) for k in ("beta", "estimate_beta", "ridge", "time_scheme",
@@ -99,17 +128,78 @@ def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: b
     return col
 
 
-def corrected_gamma(inner, coarse_est) -> float:
-    """``1/beta`` corrected for the basis error by the Richardson rule of the module doc (no shrinkage)."""
+def _difference_ratio(counts, p: float) -> float:
+    """``(N_2^-p - N_1^-p) / (N_1^-p - N_0^-p)`` for element counts ``(N_0, N_1, N_2)``, ``N_0 > N_1 > N_2``."""
+    n0, n1, n2 = (float(c) for c in counts)
+    return float(((n1 / n2) ** p - 1.0) / (1.0 - (n1 / n0) ** p))  # divided through by N_1^-p: no underflow
+
+
+def observed_order(counts, gammas, floor: float = BASIS_ORDER) -> float:
+    """Order of convergence of ``gamma`` in the element count, from three counts, at least ``floor``.
+
+    Parameters
+    ----------
+    counts : three floats ``N_0 > N_1 > N_2``
+        (Mean) Hermite elements per axis of the fits.
+    gammas : three floats
+        ``gamma = 1/beta`` fitted with those counts.
+    floor : float
+        Returned when the values are not monotone (``(g_2 - g_1)(g_1 - g_0) <= 0``) or converge no
+        faster than order ``floor``.
+
+    Returns
+    -------
+    float
+        ``p`` in ``[floor, MAX_ORDER]`` solving ``(g_2 - g_1)/(g_1 - g_0) = (N_2^-p - N_1^-p)/(N_1^-p - N_0^-p)``
+        (the ratio of successive differences of ``g = g_inf + C N^-p``; increasing in ``p``).
+    """
+    g0, g1, g2 = (float(g) for g in gammas)
+    da, db = g2 - g1, g1 - g0
+    if not da * db > 0:
+        return float(floor)
+    ratio = da / db
+    if ratio <= _difference_ratio(counts, floor):
+        return float(floor)
+    if ratio >= _difference_ratio(counts, MAX_ORDER):
+        return float(MAX_ORDER)
+    return float(scipy.optimize.brentq(lambda p: _difference_ratio(counts, p) - ratio, floor, MAX_ORDER, xtol=1e-6))
+
+
+def richardson(fine: float, coarse: float, ratio: float, order: float) -> float:
+    """Richardson's extrapolation ``f - (f_c - f) / (r^p - 1)`` of a quantity ``f = f_inf + C N^-p``
+    known at ``N`` (``fine``) and ``N / r`` (``coarse``) elements."""
+    return float(fine - (coarse - fine) / (ratio**order - 1.0))
+
+
+def corrected_gamma(inner, coarse_est, order: float = BASIS_ORDER) -> float:
+    """``1/beta`` corrected for the basis error by Richardson's rule of the module doc with ``order`` (no shrinkage)."""
     ratio = float(np.mean(np.asarray(inner.hermite_.elements, float) / np.asarray(coarse_est.hermite_.elements, float)))
-    g, gc = 1.0 / inner.beta_, 1.0 / coarse_est.beta_
-    return g - (gc - g) / (ratio**BASIS_ORDER - 1.0)
+    return richardson(1.0 / inner.beta_, 1.0 / coarse_est.beta_, ratio, order)
+
+
+def beta_order(inner, coarse_est, snapshots) -> float:
+    """The order ``max(p_obs, 2)`` of ``beta_corrected`` (module doc): ``gamma`` at ``n_h - 1`` and
+    ``n_h - 2`` elements (refits, or ``coarse_est`` where it has that count), :func:`observed_order`;
+    :data:`BASIS_ORDER` when one of them cannot be fitted."""
+    h = inner.hermite_
+    fits = {tuple(coarse_est.hermite_.elements): coarse_est}
+    gammas, counts = [1.0 / inner.beta_], [float(np.mean(h.elements))]
+    for k in (1, 2):
+        el = fewer_elements(h.elements, h.periodic, k)
+        if el is None:
+            return BASIS_ORDER
+        est = fits.get(el) or coarse_refit(inner, snapshots, el)
+        if est is None:
+            return BASIS_ORDER
+        gammas.append(1.0 / est.beta_)
+        counts.append(float(np.mean(el)))
+    return observed_order(counts, gammas)
 
 
 def add_basis_error(post, est, snapshots) -> None:
     """Refit at :func:`coarser_elements` Hermite elements and add the basis error to ``post`` (in place).
 
-    ``beta_coarse`` and ``beta_corrected`` when beta is estimated; on the snapshot-noise model the
+    ``beta_coarse`` and ``beta_corrected`` (order :func:`beta_order`) when beta is estimated; on the snapshot-noise model the
     basis column (:func:`fpirl.uncertainty._basis.basis_column`) is appended to the factor.
     """
 
@@ -122,7 +212,7 @@ def add_basis_error(post, est, snapshots) -> None:
         return
     if post.beta_estimated:
         post.beta_coarse = float(coarse.beta_)
-        g = corrected_gamma(inner, coarse)
+        g = corrected_gamma(inner, coarse, beta_order(inner, coarse, snapshots))
         post.beta_corrected = float(1.0 / g) if g > 0 else None
     if post.noise_model == "rows":
         return

@@ -48,7 +48,7 @@ noise).
   axis has an even number of elements, the fit is repeated on every second node (``2h``, same
   Hermite space and settings) and the Richardson estimate of the error of the fine fit,
   ``(x_h - x_{2h}) / (2^2 - 1)`` (second-order weak form), is one more systematic column, like the bias
-  (:func:`fpirl.uncertainty._resolution.resolution_column`).
+  (:func:`fpirl.uncertainty._resolution.resolution_error`: shrunk by the noise of both fits).
 
 So ``Cov(x) = F F^T`` with the ``S`` columns ``F_s = -K^{-1}(sigma (u_s + b_s) + prior_s) / sqrt(S)``
 and the bias and resolution columns, projected on ``m^T theta = 0``. ``K^{-1}`` is a Cholesky solve on the assembled path and
@@ -63,7 +63,7 @@ import scipy.linalg
 
 from ..core._errors import FpirlInputError
 from ._batched import _noise, draw_vectors, full_draws
-from ._resolution import noise_shrinkage, resolution_column
+from ._resolution import resolution_error
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
@@ -359,9 +359,8 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
     F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
     bias = -sigma2 * solver.solve(Q.mean(axis=1, keepdims=True))  # second order: E[D(e)^T r(e)]
-    resolution = resolution_column(inner, given, estimated) if resolve else None
-    if resolution is not None:
-        resolution = resolution * noise_shrinkage(resolution[:n], F[:n], h, snapshots.grid)
+    resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen)
+                  if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
     F[:n] -= np.outer(h.constant_mode().ravel(), solver.m @ F[:n])
