@@ -204,14 +204,18 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
 
     ``M_{a a'} = M_{a' a}^T``, so ``A = X + X^T`` with ``X = sum_{a<a'} M_{aa'} + 1/2 sum_a M_{aa}``:
     a walk over the axes with three states (no mark placed, the first mark placed, both placed)
-    needs 5 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
+    needs 6 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
     dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
 
-    Layout: the axes are contracted from the last to the first; each state is a 3-D array
-    ``(L, 5 n_b, R)`` (``L`` the axes still to come, ``R`` the finished pair indices), and all
-    tables applied to one state are stacked, so an axis costs three (batched) GEMMs
-    ``[V; V'; V''] (r x 5 n_b) @ X[l] (5 n_b x R)``. The states of the next axis are strided views
-    of the result (BLAS takes them through the leading dimension): no transposes, no copies.
+    Layout: the axes are contracted from the first to the last, each in place. Before axis ``b``
+    the work array is ``(L, states x K_b, R)`` (``L`` the finished pair indices, ``R`` the axes
+    still to come) with the incoming states (none, one, both) stacked in front of the axis, so
+    the new state "none" reads the first ``K_b`` rows, "one" the first ``2 K_b`` and "both" all
+    ``3 K_b`` (their tables side by side): three GEMMs ``W (r x c K_b) @ X[l] (c K_b x R)`` per axis,
+    batched over ``L`` (one GEMM on the first axis, where ``R`` is largest, and on the last, where
+    ``R = 1``). Each product writes into its state's slot of the next work array, so there are no
+    transposes and no copies, and the work arrays alternate between two buffers (fresh pages are
+    costly); the last axis writes a fresh array.
 
     Returns
     -------
@@ -220,38 +224,39 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     """
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
-    t0, tf, td = S.reshape(-1, shape[-1], 1), None, None
+    r = [x.size for x in rows]
+    n_out = [1 if b == d - 1 else 3 for b in range(d)]
+    sizes = [int(np.prod(r[: b + 1], dtype=np.int64)) * n_out[b] * int(np.prod(shape[b + 1 :], dtype=np.int64))
+             for b in range(d)]
+    pool = [np.empty(max(sizes[0 : d - 1 : 2], default=0)), np.empty(max(sizes[1 : d - 1 : 2], default=0))]
+    X, n_in = S.reshape(1, shape[0], -1), 1
     del S  # with the caller's reference gone, the moment is freed after the first axis
-
-    def apply(m, x):
-        """``m`` along the middle axis of ``x (L, K, R)``: one GEMM, or a batch of GEMMs on views."""
-        if x.shape[2] == 1:
-            return (x.reshape(x.shape[0], x.shape[1]) @ m.T).reshape(x.shape[0], m.shape[0], 1)
-        return np.matmul(m, x)
-
-    for b in range(d - 1, -1, -1):
+    for b in range(d):
         v = {k: m[rows[b]] for k, m in vtables[b].items()}
-        r, last = rows[b].size, b == 0
-        # rows of y: [both marks | one mark | no mark], from the three incoming states
-        y = apply(np.vstack([0.5 * v[(1, 1)]] + ([] if last else [v[(1, 0)], v[(0, 0)]])), t0)
-        del t0
-        if tf is not None:
-            y[:, : (1 if last else 2) * r] += apply(np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])), tf)
-        del tf
-        if td is not None:
-            y[:, :r] += apply(v[(0, 0)], td)
-        del td
-        if not last:  # views (no copies): the next axis sits just before the finished pair indices
-            nxt = (y.shape[0] // shape[b - 1], shape[b - 1], -1)
-            td, tf, t0 = (y[:, i * r : (i + 1) * r].reshape(nxt) for i in range(3))
-        else:
-            td = y
-        del y
+        L, K, R = X.shape[0], shape[b], X.shape[2]
+        # tables applied to the incoming states (none, one, both) for each new state
+        new = [[0.5 * v[(1, 1)], v[(0, 1)], v[(0, 0)]]]
+        if b < d - 1:
+            new = [[v[(0, 0)]], [v[(1, 0)], v[(0, 0)]]] + new
+        out = (pool[b % 2][: sizes[b]] if b < d - 1 else np.empty(sizes[b])).reshape(L, r[b], len(new), R)
+        for s, mats in enumerate(new):
+            c = min(len(mats), n_in)
+            W = np.hstack(mats[:c])
+            if R == 1:  # the last axis: one GEMM with the rows of X as the long side
+                np.matmul(X[:, : c * K, 0], W.T, out=out[:, :, s, 0])
+            else:
+                np.matmul(W, X[:, : c * K], out=out[:, :, s])
+        X, n_in = out, len(new)
+        if b < d - 1:
+            X = X.reshape(L * r[b], n_in * shape[b + 1], -1)
         if progress is not None:
             progress.update(1)
-    td = td.reshape(tuple(r.size for r in rows))  # (r_0, ..., r_{d-1})
-    out = np.zeros(tuple(len(next(iter(v.values()))) for v in vtables))
-    out[np.ix_(*rows)] = td
+    X = X.reshape(tuple(r))  # (r_0, ..., r_{d-1})
+    full = tuple(len(next(iter(v.values()))) for v in vtables)
+    if X.shape == full:
+        return X
+    out = np.zeros(full)
+    out[np.ix_(*rows)] = X
     return out
 
 
