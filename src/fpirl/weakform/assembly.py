@@ -75,7 +75,7 @@ def _shift(a: np.ndarray, shift: int, axis: int, periodic: bool) -> np.ndarray:
 
 
 def _shift_nd(a: np.ndarray, shifts, periodic: bool, first_axis: int = 0) -> np.ndarray:
-    if periodic:
+    if periodic and len(shifts):
         return np.roll(a, tuple(shifts), axis=tuple(range(first_axis, first_axis + len(shifts))))
     for b, s in enumerate(shifts):
         if s:
@@ -315,59 +315,75 @@ def _padded_last(pbar: np.ndarray, periodic: bool, halo: int) -> tuple[np.ndarra
 
 
 def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: int, out: np.ndarray) -> None:
-    """``out[idx][n] = sum_k left[n, k] right[n + delta(idx), k]`` for the offset indices ``idx``.
+    """``out[n_1, i_1, ..., n_d, i_d] = sum_k left[n, k] right[n + delta(i), k]`` for the offset indices ``i``.
 
     ``left`` has shape ``(*shape, K)`` and ``right_padded`` the same padded by ``halo`` per axis;
-    ``offsets`` lists index tuples ``idx`` with ``delta = idx - halo``. The loop runs over slices
-    of the first axis so that each product stays in cache (the snapshot axis is contiguous).
+    ``offsets`` lists index tuples ``i`` with ``delta = i - halo``; ``out`` is in the interleaved
+    layout (the offset after the node, per axis) that the contractions read. The loop runs over
+    slices of the first axis, all offsets of one slice together, so that each product and the
+    slice of ``out`` it writes stay in cache (the snapshot axis is contiguous).
     """
     shape = left.shape[:-1]
     d = len(shape)
     sub = "".join(chr(ord("a") + b) for b in range(d - 1))
     expr = f"{sub}k,{sub}k->{sub}"
+
     def work(slices):
         for a in slices:
-            la = left[a]
+            la, oa = left[a], out[a]
             for idx in offsets:
                 sl = (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
-                out[idx + (a,)] = np.einsum(expr, la, right_padded[sl])
+                np.einsum(expr, la, right_padded[sl], out=oa[_interleaved_index(idx)])
 
     _threaded(work, list(range(shape[0])))
 
 
-def _interleave(M: np.ndarray, d: int, width: int) -> np.ndarray:
-    """``(width,)*d + shape`` -> ``(n_1 width, ..., n_d width)`` with the offset fastest per axis."""
-    order = [ax for b in range(d) for ax in (d + b, b)]
-    return np.ascontiguousarray(M.transpose(order)).reshape(tuple(n * width for n in M.shape[d:]))
+def _interleaved_index(idx) -> tuple:
+    """Index of the offsets ``idx`` in one first-axis slice ``(w, n_2, w, ..., n_d, w)`` of an interleaved array."""
+    return (idx[0],) + tuple(x for i in idx[1:] for x in (slice(None), i)) + (Ellipsis,)  # a view, also in 1-D
 
 
 def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``S[n_1, delta_1, ..., n_d, delta_d] = sum_k pbar_k[n] pbar_k[n + delta]``.
 
-    Half of the ``5^d`` offsets come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``.
+    Half of the ``5^d`` offsets come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``,
+    slice by slice of the first axis (the slices ``n_1 - delta_1`` it reads are in cache).
+    Returned flattened per axis, ``(5 n_1, ..., 5 n_d)`` with the offset fastest, written in
+    place (no transposed copy).
     """
     d = pbar.ndim - 1
     n5 = len(OFFSETS_S)
-    S = np.empty((n5,) * d + pbar.shape[1:])
+    shape = pbar.shape[1:]
+    S = np.empty(tuple(x for n in shape for x in (n, n5)))
     Q, Qp = _padded_last(pbar, periodic, 2)
     half = [idx for idx in itertools.product(range(n5), repeat=d) if idx <= tuple(n5 - 1 - i for i in idx)]
     _banded_products(Q, Qp, half, 2, S)
     del Q, Qp
-    for idx in half:
-        mirror = tuple(n5 - 1 - i for i in idx)
-        if mirror != idx:
-            S[mirror] = _shift_nd(S[idx], tuple(OFFSETS_S[i] for i in idx), periodic)
-    return _interleave(S, d, n5)
+    pairs = [(idx, tuple(n5 - 1 - i for i in idx)) for idx in half if tuple(n5 - 1 - i for i in idx) != idx]
+
+    def work(slices):
+        for a in slices:
+            for idx, mirror in pairs:
+                delta = tuple(OFFSETS_S[i] for i in idx)
+                src = a - delta[0]
+                dst = S[a][_interleaved_index(mirror)]
+                if not periodic and not 0 <= src < shape[0]:
+                    dst[...] = 0.0
+                else:
+                    dst[...] = _shift_nd(S[src % shape[0]][_interleaved_index(idx)], delta[1:], periodic)
+
+    _threaded(work, list(range(shape[0])))
+    return S.reshape(tuple(n * n5 for n in shape))
 
 
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``Z[j_1, l_1, ...] = sum_k h_k[j] pbar_k[j + l]``, flattened per axis to ``3 n_b``."""
     d = pbar.ndim - 1
-    Z = np.empty((3,) * d + pbar.shape[1:])
+    Z = np.empty(tuple(x for n in pbar.shape[1:] for x in (n, 3)))
     _, Qp = _padded_last(pbar, periodic, 1)
     H = np.ascontiguousarray(np.moveaxis(h, 0, -1))
     _banded_products(H, Qp, list(itertools.product(range(3), repeat=d)), 1, Z)
-    return _interleave(Z, d, 3)
+    return Z.reshape(tuple(n * 3 for n in pbar.shape[1:]))
 
 
 def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> list[AxisTables]:
