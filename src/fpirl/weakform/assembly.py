@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
@@ -199,6 +200,37 @@ def _nonzero_rows(v: dict) -> np.ndarray:
     return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
 
 
+#: Doubles per work array of the blocked contraction (16 MB: the chunks stay in cache and reuse their pages).
+_CHUNK_DOUBLES = 2**21
+
+
+def _state_tables(v: dict, first: bool, last: bool) -> list:
+    """For each new state (none, one, both placed), its tables side by side over the incoming states."""
+    new = [[0.5 * v[(1, 1)], v[(0, 1)], v[(0, 0)]]]
+    if not last:
+        new = [[v[(0, 0)]], [v[(1, 0)], v[(0, 0)]]] + new
+    return [np.hstack(m[: 1 if first else len(m)]) for m in new]
+
+
+def _walk(X: np.ndarray, tables, shape, r, first: int, stop: int, out_last: np.ndarray) -> None:
+    """Axes ``first .. stop-1`` of ``X (L, states x K_first, R)`` in place; the last writes into ``out_last``.
+
+    Each new state is one GEMM ``W (r x c K_b) @ X[l] (c K_b x R)`` batched over ``L`` (one plain GEMM
+    when ``R = 1``), written into its slot of the next work array ``(L, r_b, states, R)``: no copies.
+    """
+    for b in range(first, stop):
+        L, R = X.shape[0], X.shape[2]
+        out = out_last if b == stop - 1 else np.empty((L, r[b], len(tables[b]), R))
+        for s, w in enumerate(tables[b]):
+            c = w.shape[1]
+            if R == 1:
+                np.matmul(X[:, :c, 0], w.T, out=out[:, :, s, 0])
+            else:
+                np.matmul(w, X[:, :c], out=out[:, :, s])
+        if b < stop - 1:
+            X = out.reshape(L * r[b], len(tables[b]) * shape[b + 1], -1)
+
+
 def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
     """``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` using ``A = A^T``.
 
@@ -207,15 +239,14 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     needs 6 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
     dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
 
-    Layout: the axes are contracted from the first to the last, each in place. Before axis ``b``
+    Layout: the axes are contracted from the first to the last, each in place: before axis ``b``
     the work array is ``(L, states x K_b, R)`` (``L`` the finished pair indices, ``R`` the axes
-    still to come) with the incoming states (none, one, both) stacked in front of the axis, so
-    the new state "none" reads the first ``K_b`` rows, "one" the first ``2 K_b`` and "both" all
-    ``3 K_b`` (their tables side by side): three GEMMs ``W (r x c K_b) @ X[l] (c K_b x R)`` per axis,
-    batched over ``L`` (one GEMM on the first axis, where ``R`` is largest, and on the last, where
-    ``R = 1``). Each product writes into its state's slot of the next work array, so there are no
-    transposes and no copies, and the work arrays alternate between two buffers (fresh pages are
-    costly); the last axis writes a fresh array.
+    still to come), the incoming states (none, one, both) stacked in front of the axis, so the new
+    state "none" reads the first ``K_b`` rows, "one" the first ``2 K_b`` and "both" all ``3 K_b``
+    (their tables side by side): three GEMMs per axis, no transposes. Blocked in two halves: the
+    first ``d // 2`` axes in chunks of the trailing index ``R``, the rest in chunks of the leading
+    index ``L``, so that only the moment, the array between the halves and the result are large
+    (fresh memory is costly; the chunks' work arrays stay in cache).
 
     Returns
     -------
@@ -225,33 +256,46 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
     r = [x.size for x in rows]
-    n_out = [1 if b == d - 1 else 3 for b in range(d)]
-    sizes = [int(np.prod(r[: b + 1], dtype=np.int64)) * n_out[b] * int(np.prod(shape[b + 1 :], dtype=np.int64))
-             for b in range(d)]
-    pool = [np.empty(max(sizes[0 : d - 1 : 2], default=0)), np.empty(max(sizes[1 : d - 1 : 2], default=0))]
-    X, n_in = S.reshape(1, shape[0], -1), 1
-    del S  # with the caller's reference gone, the moment is freed after the first axis
-    for b in range(d):
-        v = {k: m[rows[b]] for k, m in vtables[b].items()}
-        L, K, R = X.shape[0], shape[b], X.shape[2]
-        # tables applied to the incoming states (none, one, both) for each new state
-        new = [[0.5 * v[(1, 1)], v[(0, 1)], v[(0, 0)]]]
-        if b < d - 1:
-            new = [[v[(0, 0)]], [v[(1, 0)], v[(0, 0)]]] + new
-        out = (pool[b % 2][: sizes[b]] if b < d - 1 else np.empty(sizes[b])).reshape(L, r[b], len(new), R)
-        for s, mats in enumerate(new):
-            c = min(len(mats), n_in)
-            W = np.hstack(mats[:c])
-            if R == 1:  # the last axis: one GEMM with the rows of X as the long side
-                np.matmul(X[:, : c * K, 0], W.T, out=out[:, :, s, 0])
-            else:
-                np.matmul(W, X[:, : c * K], out=out[:, :, s])
-        X, n_in = out, len(new)
-        if b < d - 1:
-            X = X.reshape(L * r[b], n_in * shape[b + 1], -1)
+    tables = [_state_tables({k: m[rows[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
+    h = d // 2
+    prod = lambda xs: int(np.prod(xs, dtype=np.int64))  # noqa: E731
+    T, Lh, n_h = prod(shape[h:]), prod(r[:h]), 3 if h else 1
+    if h:  # the first half, in chunks of the trailing index
+        S2 = S.reshape(prod(shape[:h]), T)
+        P = np.empty((Lh, n_h, T))
+        P4 = P.reshape(Lh // r[h - 1], r[h - 1], n_h, T)
+        per = max([prod(shape[:h])] + [prod(r[: b + 1]) * 3 * prod(shape[b + 1 : h]) for b in range(h - 1)])
+        step = max(1, _CHUNK_DOUBLES // per)
+
+        def first_half(starts):
+            for t0 in starts:
+                Xc = np.ascontiguousarray(S2[:, t0 : t0 + step]).reshape(1, shape[0], -1)
+                _walk(Xc, tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + step])
+
+        with threadpool_limits(1, user_api="blas"):  # small GEMMs: one BLAS thread each, chunks on two threads
+            _threaded(first_half, list(range(0, T, step)))
+        del S2
         if progress is not None:
-            progress.update(1)
-    X = X.reshape(tuple(r))  # (r_0, ..., r_{d-1})
+            progress.update(h)
+    else:
+        P = S.reshape(1, shape[0], -1)
+    del S  # with the caller's reference gone, the moment is freed here
+    out = np.empty(prod(r))
+    inner = prod(r[h : d - 1])
+    out4 = out.reshape(Lh, inner, r[d - 1], 1, 1)
+    per = max([n_h * T] + [prod(r[h : b + 1]) * 3 * prod(shape[b + 1 :]) for b in range(h, d - 1)])
+    step = max(1, _CHUNK_DOUBLES // per)
+
+    def second_half(starts):
+        for l0 in starts:
+            Xc = P[l0 : l0 + step].reshape(-1, n_h * shape[h], T // shape[h])
+            _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1))
+
+    with threadpool_limits(1, user_api="blas"):
+        _threaded(second_half, list(range(0, Lh, step)))
+    if progress is not None:
+        progress.update(d - h)
+    X = out.reshape(tuple(r))  # (r_0, ..., r_{d-1})
     full = tuple(len(next(iter(v.values()))) for v in vtables)
     if X.shape == full:
         return X
