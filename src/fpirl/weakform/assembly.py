@@ -256,6 +256,9 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
     r = [x.size for x in rows]
+    full = tuple(len(next(iter(v.values()))) for v in vtables)
+    if min(r) == 0:
+        return np.zeros(full)
     tables = [_state_tables({k: m[rows[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
     h = d // 2
     prod = lambda xs: int(np.prod(xs, dtype=np.int64))  # noqa: E731
@@ -296,7 +299,6 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     if progress is not None:
         progress.update(d - h)
     X = out.reshape(tuple(r))  # (r_0, ..., r_{d-1})
-    full = tuple(len(next(iter(v.values()))) for v in vtables)
     if X.shape == full:
         return X
     out = np.zeros(full)
