@@ -432,6 +432,18 @@ def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray
     return Z.reshape(tuple(n * 3 for n in pbar.shape[1:]))
 
 
+def _symmetrised(X: np.ndarray, block: int = 256) -> np.ndarray:
+    """``X + X^T`` for a square ``X`` (a fresh array is made from it once), block by block in place."""
+    X = np.array(X, order="C")
+    n = X.shape[0]
+    for i in range(0, n, block):
+        for j in range(i, n, block):
+            s = X[i : i + block, j : j + block] + X[j : j + block, i : i + block].T
+            X[i : i + block, j : j + block] = s
+            X[j : j + block, i : i + block] = s.T
+    return X
+
+
 def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> list[AxisTables]:
     """One :class:`AxisTables` per axis of the FE grid and Hermite space."""
     if hermite.ndim != grid.ndim:
@@ -470,15 +482,18 @@ def assemble_normal_equations(
     tables = build_tables(grid, hermite, quadrature_points)
     d = grid.ndim
     steps = 3 + d + 2 * d
-    with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar:
+    # every BLAS call here is small (batched 1-D matrices) or runs in our own two threads: one BLAS
+    # thread each (OpenBLAS's threads on small products cost more than they give, above all on busy cores)
+    with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar, \
+            threadpool_limits(1, user_api="blas"):
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, tables, time_scheme)
         bar.update(1)
         bar.update(1)
         X = normal_matrix_contraction(_second_moment(pbar, grid.periodic), [tb.v for tb in tables], bar)
         # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
         X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
-        X = X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(hermite.n_coef, hermite.n_coef)
-        A = X + X.T
+        A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(
+            hermite.n_coef, hermite.n_coef))
         del X
         Zg = _first_moment(g, pbar, grid.periodic)
         Zc = _first_moment(c, pbar, grid.periodic)
