@@ -212,15 +212,18 @@ def _state_tables(v: dict, first: bool, last: bool) -> list:
     return [np.hstack(m[: 1 if first else len(m)]) for m in new]
 
 
-def _walk(X: np.ndarray, tables, shape, r, first: int, stop: int, out_last: np.ndarray) -> None:
+def _walk(X: np.ndarray, tables, shape, r, first: int, stop: int, out_last: np.ndarray, work) -> None:
     """Axes ``first .. stop-1`` of ``X (L, states x K_first, R)`` in place; the last writes into ``out_last``.
 
     Each new state is one GEMM ``W (r x c K_b) @ X[l] (c K_b x R)`` batched over ``L`` (one plain GEMM
     when ``R = 1``), written into its slot of the next work array ``(L, r_b, states, R)``: no copies.
+    The work arrays between the axes are cut from the two flat buffers ``work`` (kept from chunk to
+    chunk: fresh pages are costly).
     """
     for b in range(first, stop):
         L, R = X.shape[0], X.shape[2]
-        out = out_last if b == stop - 1 else np.empty((L, r[b], len(tables[b]), R))
+        n = len(tables[b])
+        out = out_last if b == stop - 1 else work[(b - first) % 2][: L * r[b] * n * R].reshape(L, r[b], n, R)
         for s, w in enumerate(tables[b]):
             c = w.shape[1]
             if R == 1:
@@ -228,7 +231,7 @@ def _walk(X: np.ndarray, tables, shape, r, first: int, stop: int, out_last: np.n
             else:
                 np.matmul(w, X[:, :c], out=out[:, :, s])
         if b < stop - 1:
-            X = out.reshape(L * r[b], len(tables[b]) * shape[b + 1], -1)
+            X = out.reshape(L * r[b], n * shape[b + 1], -1)
 
 
 def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
@@ -267,13 +270,16 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
         S2 = S.reshape(prod(shape[:h]), T)
         P = np.empty((Lh, n_h, T))
         P4 = P.reshape(Lh // r[h - 1], r[h - 1], n_h, T)
-        per = max([prod(shape[:h])] + [prod(r[: b + 1]) * 3 * prod(shape[b + 1 : h]) for b in range(h - 1)])
-        step = max(1, _CHUNK_DOUBLES // per)
+        inter = max([prod(r[: b + 1]) * 3 * prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
+        step = max(1, _CHUNK_DOUBLES // max(prod(shape[:h]), inter))
 
         def first_half(starts):
+            xbuf, work = np.empty(prod(shape[:h]) * step), [np.empty(inter * step) for _ in range(2)]
             for t0 in starts:
-                Xc = np.ascontiguousarray(S2[:, t0 : t0 + step]).reshape(1, shape[0], -1)
-                _walk(Xc, tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + step])
+                w = min(step, T - t0)
+                Xc = xbuf[: prod(shape[:h]) * w].reshape(-1, w)
+                np.copyto(Xc, S2[:, t0 : t0 + w])
+                _walk(Xc.reshape(1, shape[0], -1), tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + w], work)
 
         with threadpool_limits(1, user_api="blas"):  # small GEMMs: one BLAS thread each, chunks on two threads
             _threaded(first_half, list(range(0, T, step)))
@@ -286,13 +292,14 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     out = np.empty(prod(r))
     inner = prod(r[h : d - 1])
     out4 = out.reshape(Lh, inner, r[d - 1], 1, 1)
-    per = max([n_h * T] + [prod(r[h : b + 1]) * 3 * prod(shape[b + 1 :]) for b in range(h, d - 1)])
-    step = max(1, _CHUNK_DOUBLES // per)
+    inter = max([prod(r[h : b + 1]) * 3 * prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
+    step = max(1, _CHUNK_DOUBLES // max(n_h * T, inter))
 
     def second_half(starts):
+        work = [np.empty(inter * step) for _ in range(2)]
         for l0 in starts:
             Xc = P[l0 : l0 + step].reshape(-1, n_h * shape[h], T // shape[h])
-            _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1))
+            _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1), work)
 
     with threadpool_limits(1, user_api="blas"):
         _threaded(second_half, list(range(0, Lh, step)))
