@@ -440,8 +440,8 @@ def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray
 
 
 def _symmetrised(X: np.ndarray, block: int = 256) -> np.ndarray:
-    """``X + X^T`` for a square ``X`` (a fresh array is made from it once), block by block in place."""
-    X = np.array(X, order="C")
+    """``X + X^T`` for a square ``X``, block by block in place (overwrites ``X`` when it is C-contiguous)."""
+    X = np.ascontiguousarray(X)
     n = X.shape[0]
     for i in range(0, n, block):
         for j in range(i, n, block):
@@ -499,6 +499,7 @@ def assemble_normal_equations(
         X = normal_matrix_contraction(_second_moment(pbar, grid.periodic), [tb.v for tb in tables], bar)
         # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
         X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
+        # (the regrouped copy, or a view of the contraction's own result: either is free to overwrite)
         A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(
             hermite.n_coef, hermite.n_coef))
         del X
