@@ -53,6 +53,7 @@ __all__ = [
     "REWARD_CONVENTIONS",
     "inverse_bellman_reward",
     "recover_mdp",
+    "recover_mdp_from_fit",
     "soft_inverse_bellman_reward",
     "soft_state_value",
     "state_marginal",
