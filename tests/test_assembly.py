@@ -146,9 +146,9 @@ def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chun
     """Random 1-D tables and moment with the symmetry of the assembly's (``V_vu`` the mirror of
     ``V_uv``, S its own mirror), rows that vanish (Hermite pairs without overlap), 2-D to 4-D, the
     contraction's chunks forced small: ``X + X^T`` against all ``d^2`` dense Kronecker products."""
-    from fpirl.weakform import assembly
+    from fpirl.weakform import _contraction
 
-    monkeypatch.setattr(assembly, "_CHUNK_DOUBLES", chunk)
+    monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", chunk)
     for nodes, dofs in (((3, 4), (2, 3)), ((2, 3, 1), (2, 3, 2)), ((1, 2, 1, 2), (2, 2, 1, 2))):
         vtables = []
         for n, nd in zip(nodes, dofs):
@@ -167,7 +167,7 @@ def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chun
             mirrored = np.moveaxis(np.stack([_mirror(row[None], n, 1)[0] for row in moved.reshape(-1, 5 * n)])
                                    .reshape(moved.shape), -1, b)
         S = S + mirrored
-        X = assembly.normal_matrix_contraction(S.copy(), vtables)
+        X = _contraction.normal_matrix_contraction(S.copy(), vtables)
         assert X.shape == tuple(nd * nd for nd in dofs)
         # X^T swaps the pair index (i_b, i'_b) on every axis at once
         swap = X.reshape(tuple(x for nd in dofs for x in (nd, nd)))
@@ -180,9 +180,9 @@ def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chun
                                                                  ("reflecting", (3, 3, 3, 3), 1)])
 def test_blocked_assembly_equals_dense_reference(rng, monkeypatch, boundary, elements, hermite_elements):
     """The whole assembly with the contraction in many small chunks, against the dense column-by-column one."""
-    from fpirl.weakform import assembly
+    from fpirl.weakform import _contraction
 
-    monkeypatch.setattr(assembly, "_CHUNK_DOUBLES", 50)
+    monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", 50)
     d = len(elements)
     g = Grid([-1.0] * d, [1.0] * d, elements, boundary=boundary)
     s = DensitySnapshots(g, np.arange(3) * 0.1, rng.random((3,) + g.shape))
