@@ -28,6 +28,9 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    trigonometric psi, beta = 4 given, 31 snapshots, 32^2 nodes, 5% multiplicative noise): coverage
    of the 90% band at 4 and 8 Hermite elements with and without the basis column; and the noise-free
    data of part 2 with beta estimated: raw and corrected beta, interval.
+7. The bare fit against GEMM (``--only bare [--before SRC] [--rounds N]``, issue 20): the 4-D case of
+   part 5, GEMM / ``fit --uncertainty none`` / GEMM in fresh processes, N rounds; ``--before SRC``
+   also times another fpirl source tree (e.g. an older commit's ``src``) in the same rounds.
 """
 
 import argparse
@@ -307,8 +310,10 @@ def _child(kind, args):
         t0 = time.perf_counter()
         rc = cli(args)
         assert rc == 0, rc
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"seconds": time.perf_counter() - t0,
-                      "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+                      "peak_rss_gb": ru.ru_maxrss / 1e6,
+                      "cpu_s": ru.ru_utime + ru.ru_stime,  # the whole process, imports included
                       "load_1min": os.getloadavg()[0]}))
 
 
@@ -344,6 +349,43 @@ def default_vs_bare(dims):
                   f"{default['peak_rss_gb']:.2f} | {gemm['load_1min']:.1f}-{gemm2['load_1min']:.1f} |", flush=True)
 
 
+def bare_vs_gemm(before, rounds):
+    """GEMM / ``fit --uncertainty none`` (``before``: also with the fpirl source tree at that path) / GEMM,
+    each in a fresh process, ``rounds`` times; the 4-D case of :func:`default_vs_bare`."""
+    import json
+    import subprocess
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    src = os.path.join(here, "..", "src")
+    print("| round | code | GEMM 4096^3 s (before, after) | fit --uncertainty none s | x GEMM | CPU s (process) | peak GB "
+          "| load |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "d4.nc")
+        _state_action_file(data, 4, 15, 50)
+        common = ["fit", data, "--beta", "5", "--hermite-elements", "4", "--no-progress", "--uncertainty", "none",
+                  "-o", os.path.join(tmp, "none.nc")]
+
+        def run(kind, path, args=()):
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([path, here])}
+            out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True,
+                                 check=True, env=env)
+            return json.loads(out.stdout.strip().splitlines()[-1])
+
+        codes = ([("before", before)] if before else []) + [("after" if before else "this tree", src)]
+        for k in range(rounds):
+            g0 = run("gemm", src)
+            fits = [(name, run("cli", path, common)) for name, path in codes]
+            g1 = run("gemm", src)
+            g = 0.5 * (g0["seconds"] + g1["seconds"])
+            for name, f in fits:
+                print(f"| {k + 1} | {name} | {g:.2f} ({g0['seconds']:.2f}, {g1['seconds']:.2f}) | {f['seconds']:.2f} | "
+                      f"{f['seconds'] / g:.1f}x | {f['cpu_s']:.1f} | {f['peak_rss_gb']:.2f} | "
+                      f"{g0['load_1min']:.1f}-{g1['load_1min']:.1f} |",
+                      flush=True)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3:])
@@ -351,7 +393,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
-    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis"), help="run one part")
+    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis", "bare"),
+                    help="run one part")
+    ap.add_argument("--before", metavar="SRC", help="--only bare: also time the fpirl source tree at SRC")
+    ap.add_argument("--rounds", type=int, default=2, help="--only bare: rounds")
     ap.add_argument("--dims", default="4", help="dimensions of the default-vs-bare part (4 and/or 5)")
     ap.add_argument("--sets", type=int, default=12, help="noisy sets of the basis part's coverage table (recorded: 12)")
     args = ap.parse_args()
@@ -373,4 +418,6 @@ if __name__ == "__main__":
         basis_error(args.sets)
     if args.only in (None, "default"):
         default_vs_bare([int(v) for v in args.dims.split(",")])
+    if args.only == "bare":
+        bare_vs_gemm(args.before, args.rounds)
     print("load average:", os.getloadavg())

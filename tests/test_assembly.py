@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 from scipy import integrate
@@ -112,3 +114,79 @@ def test_time_pairs():
     np.testing.assert_allclose(pbar[:, 0], [0.5, 2.5, 6.5])
     np.testing.assert_allclose(pdot[:, 0], [2, 6, 10])
     np.testing.assert_allclose(time_pairs(v, 0.5, "explicit")[0][:, 0], [0, 1, 4])
+
+
+def _kron_contraction(S, vtables):
+    """Brute force ``sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` with dense Kronecker
+    products of the 1-D tables, symmetrised the way the assembly does it (pair indices regrouped)."""
+    d = S.ndim
+    total = 0.0
+    for a, a2 in itertools.product(range(d), repeat=2):
+        K = np.ones((1, 1))
+        for b in range(d):
+            K = np.kron(K, vtables[b][(int(b == a), int(b == a2))])
+        total = total + K @ S.ravel()
+    return total
+
+
+def _mirror(M, n, nd):
+    """``M[(i, i'), (m, delta)] -> M[(i', i), (m + delta, -delta)]`` on a periodic axis of ``n`` nodes
+    (columns ``5 m + delta + 2``); for S (one row) the relation ``S[m, delta] = S[m + delta, -delta]``."""
+    rows, cols = M.shape
+    M = M.reshape(nd, nd, n, 5) if rows > 1 else M.reshape(1, 1, n, 5)
+    out = np.empty_like(M)
+    for m in range(n):
+        for k, delta in enumerate(range(-2, 3)):
+            out[:, :, (m + delta) % n, 4 - k] = M[:, :, m, k]
+    return (out.transpose(1, 0, 2, 3) if rows > 1 else out).reshape(rows, cols)
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 2**21])
+def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chunk):
+    """Random 1-D tables and moment with the symmetry of the assembly's (``V_vu`` the mirror of
+    ``V_uv``, S its own mirror), rows that vanish (Hermite pairs without overlap), 2-D to 4-D, the
+    contraction's chunks forced small: ``X + X^T`` against all ``d^2`` dense Kronecker products."""
+    from fpirl.weakform import _contraction
+
+    monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", chunk)
+    for nodes, dofs in (((3, 4), (2, 3)), ((2, 3, 1), (2, 3, 2)), ((1, 2, 1, 2), (2, 2, 1, 2))):
+        vtables = []
+        for n, nd in zip(nodes, dofs):
+            tb = {(0, 1): rng.standard_normal((nd * nd, 5 * n))}
+            tb[(1, 0)] = _mirror(tb[(0, 1)], n, nd)
+            for u in (0, 1):
+                m = rng.standard_normal((nd * nd, 5 * n))
+                tb[(u, u)] = m + _mirror(m, n, nd)
+            for m in tb.values():
+                m[[nd - 1, (nd - 1) * nd] if nd > 1 else []] = 0.0  # a dof pair without overlap: rows dropped
+            vtables.append(tb)
+        S = rng.standard_normal(tuple(5 * n for n in nodes))
+        mirrored = S
+        for b, n in enumerate(nodes):  # the mirror of all axes at once, one axis after the other
+            moved = np.moveaxis(mirrored, b, -1)
+            mirrored = np.moveaxis(np.stack([_mirror(row[None], n, 1)[0] for row in moved.reshape(-1, 5 * n)])
+                                   .reshape(moved.shape), -1, b)
+        S = S + mirrored
+        X = _contraction.normal_matrix_contraction(S.copy(), vtables)
+        assert X.shape == tuple(nd * nd for nd in dofs)
+        # X^T swaps the pair index (i_b, i'_b) on every axis at once
+        swap = X.reshape(tuple(x for nd in dofs for x in (nd, nd)))
+        swap = swap.transpose([2 * (k // 2) + 1 - k % 2 for k in range(2 * len(dofs))]).reshape(X.shape)
+        np.testing.assert_allclose((X + swap).ravel(), _kron_contraction(S, vtables), rtol=1e-11,
+                                   atol=1e-11 * np.abs(S).sum())
+
+
+@pytest.mark.parametrize("boundary, elements, hermite_elements", [("periodic", (4, 3, 5), (2, 3, 2)),
+                                                                 ("reflecting", (3, 3, 3, 3), 1)])
+def test_blocked_assembly_equals_dense_reference(rng, monkeypatch, boundary, elements, hermite_elements):
+    """The whole assembly with the contraction in many small chunks, against the dense column-by-column one."""
+    from fpirl.weakform import _contraction
+
+    monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", 50)
+    d = len(elements)
+    g = Grid([-1.0] * d, [1.0] * d, elements, boundary=boundary)
+    s = DensitySnapshots(g, np.arange(3) * 0.1, rng.random((3,) + g.shape))
+    H = HermiteSpace.on_grid(g, hermite_elements)
+    fast = assemble_normal_equations(s, H)
+    ref = reference_normal_equations(s, H)
+    np.testing.assert_allclose(fast.xtx, ref.xtx, rtol=1e-11, atol=1e-12 * np.abs(ref.xtx).max())

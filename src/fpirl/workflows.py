@@ -11,7 +11,7 @@ from .core._errors import FpirlInputError
 from .core.density import DensitySnapshots
 from .core.grid import Grid
 from .io.netcdf import FittedModel, model_from_result  # noqa: F401 (model_from_result: re-exported, it lived here)
-from .mdp.recovery import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp
+from .mdp.recovery import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp, recover_mdp_from_fit  # noqa: F401 (re-exported)
 from .evaluation.metrics import kl_divergence
 from .forward.markov import mdp_density_map
 from .forward import simulate_density
@@ -20,24 +20,6 @@ from .forward.track_paths import sample_joint_tracks, sample_velocity_tracks
 from .estimators.mobility import Mobility
 
 MODELS = ("mdp", "fp")
-
-
-def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None, reward: str = "soft") -> MDP | None:
-    """The MDP (Q, pi, T, R; paper section 3) of a fitted :class:`~fpirl.estimators.identify.PotentialEstimator`.
-
-    ``reward``: the inverse Bellman convention (:func:`fpirl.mdp.recover_mdp`).
-
-    Returns ``None`` when the grid lacks state or action axes (then ``gamma`` must be ``None``).
-    """
-    grid = estimator.grid_
-    if not (grid.state_axes and grid.action_axes):
-        if gamma is not None:
-            raise FpirlInputError(f"gamma needs state and action axes; the data have roles {', '.join(grid.roles)}")
-        return None
-    return recover_mdp(
-        grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
-        estimator.beta_, dt, gamma=DEFAULT_GAMMA if gamma is None else gamma, reward=reward,
-    )
 
 
 def nodal_interpolant(grid: Grid, values: np.ndarray):

@@ -217,14 +217,12 @@ def _fit_density(args, out) -> int:
         scheduler=args.scheduler,
     )
     est.fit(snapshots)
-    from ..workflows import recover_mdp_from_fit
+    from ..mdp.recovery import recover_mdp_from_fit
 
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
-    from ..uncertainty import fit_uncertainty
-
     extra = {"source": str(args.data), "source_kind": "density"}
-    extra.update(fit_uncertainty(est, args.uncertainty, snapshots, snapshots.dt, gamma, n_samples=args.uncertainty_samples,
+    extra.update(_fit_uncertainty(est, args.uncertainty, snapshots, snapshots.dt, gamma, n_samples=args.uncertainty_samples,
                                  progress=_progress(args), reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
@@ -236,6 +234,16 @@ def _fit_density(args, out) -> int:
         print(f"fpirl fit: {line}")
     _print_uncertainty(extra)
     return EXIT_OK
+
+
+def _fit_uncertainty(est, method, *args, **kwargs) -> dict:
+    """:func:`fpirl.uncertainty.fit_uncertainty`; with ``--uncertainty none`` its answer without importing the
+    uncertainty package (scipy.stats and the posterior code: a bare fit does not pay for them)."""
+    if method == "none":
+        return {"uncertainty": "none"}
+    from ..uncertainty import fit_uncertainty
+
+    return fit_uncertainty(est, method, *args, **kwargs)
 
 
 def _print_uncertainty(extra) -> None:
@@ -302,7 +310,7 @@ def _fit_table(args, out) -> int:
         params["scheduler"] = args.scheduler
     est = cls(**params).fit(tracks)
 
-    from ..workflows import recover_mdp_from_fit
+    from ..mdp.recovery import recover_mdp_from_fit
 
     mdp = recover_mdp_from_fit(est, tracks.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
@@ -324,9 +332,7 @@ def _fit_table(args, out) -> int:
 
         warnings.warn(f"data support not stored ({exc})", stacklevel=2)
         policy_summary = None
-    from ..uncertainty import fit_uncertainty
-
-    extra.update(fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
+    extra.update(_fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
                                  scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args),
                                  reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)

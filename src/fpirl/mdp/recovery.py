@@ -53,6 +53,7 @@ __all__ = [
     "REWARD_CONVENTIONS",
     "inverse_bellman_reward",
     "recover_mdp",
+    "recover_mdp_from_fit",
     "soft_inverse_bellman_reward",
     "soft_state_value",
     "state_marginal",
@@ -292,3 +293,21 @@ def recover_mdp(
     else:
         r = inverse_bellman_reward(q, policy, transition, grid, gamma)
     return MDP(grid, float(beta), float(dt), gamma, q, policy, transition, r, reward)
+
+
+def recover_mdp_from_fit(estimator, dt: float, gamma: float | None = None, reward: str = "soft") -> MDP | None:
+    """The MDP (Q, pi, T, R; paper section 3) of a fitted :class:`~fpirl.estimators.identify.PotentialEstimator`.
+
+    ``reward``: the inverse Bellman convention (:func:`fpirl.mdp.recover_mdp`).
+
+    Returns ``None`` when the grid lacks state or action axes (then ``gamma`` must be ``None``).
+    """
+    grid = estimator.grid_
+    if not (grid.state_axes and grid.action_axes):
+        if gamma is not None:
+            raise FpirlInputError(f"gamma needs state and action axes; the data have roles {', '.join(grid.roles)}")
+        return None
+    return recover_mdp(
+        grid, estimator.potential_on_grid(), estimator.gradient_on_grid(axes=grid.state_axes),
+        estimator.beta_, dt, gamma=DEFAULT_GAMMA if gamma is None else gamma, reward=reward,
+    )

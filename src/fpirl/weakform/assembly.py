@@ -37,11 +37,10 @@ moment ``Z[j, l] = sum_k h_k[j] bar p_k[j + l]`` in the same way. All 1-D integr
 from __future__ import annotations
 
 import itertools
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
@@ -50,10 +49,10 @@ from ..core.grid import Axis
 from ..core.hermite import HermiteAxis, HermiteSpace
 from ..core._tensor import apply_along_axes
 from ..core.quadrature import composite_rule, merged_breakpoints
+from ._contraction import _symmetrised, _threaded, normal_matrix_contraction, placement_contraction  # noqa: F401 (re-exported)
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
 OFFSETS_S = (-2, -1, 0, 1, 2)  # n' - n for two density nodes under one test function
-_THREADS = min(2, os.cpu_count() or 1)
 
 
 def _shift(a: np.ndarray, shift: int, axis: int, periodic: bool) -> np.ndarray:
@@ -75,7 +74,7 @@ def _shift(a: np.ndarray, shift: int, axis: int, periodic: bool) -> np.ndarray:
 
 
 def _shift_nd(a: np.ndarray, shifts, periodic: bool, first_axis: int = 0) -> np.ndarray:
-    if periodic:
+    if periodic and len(shifts):
         return np.roll(a, tuple(shifts), axis=tuple(range(first_axis, first_axis + len(shifts))))
     for b, s in enumerate(shifts):
         if s:
@@ -163,98 +162,6 @@ def axis_tables(fe: Axis, hermite: HermiteAxis, quadrature_points: int = 3) -> A
     return AxisTables(fe, hermite, mass, stiffness, t, v, t_flat)
 
 
-def placement_contraction(X: np.ndarray, tables, n_marks: int, progress=None) -> np.ndarray:
-    """``sum over placements of n_marks derivative marks on the axes`` of a sum-factorised contraction.
-
-    ``X`` has one (combined) index per axis. ``tables[b][variant]`` is the matrix applied along axis
-    ``b`` when the marks in ``variant`` (tuple of 0/1, one per mark) are placed on it. Each mark is
-    placed on exactly one axis; several marks may share an axis. Returns the tensor of output
-    indices (one per axis).
-    """
-    d = X.ndim
-    states = {(0,) * n_marks: X}
-    for b in range(d):
-        last = b == d - 1
-        new: dict = {}
-        for state, T in states.items():
-            for variant in itertools.product((0, 1), repeat=n_marks):
-                if any(s and v for s, v in zip(state, variant)):
-                    continue
-                ns = tuple(s | v for s, v in zip(state, variant))
-                if last and not all(ns):
-                    continue
-                Y = np.tensordot(T, tables[b][variant], axes=([0], [1]))
-                if ns in new:
-                    new[ns] += Y
-                else:
-                    new[ns] = Y
-        states = new
-        if progress is not None:
-            progress.update(1)
-    return states[(1,) * n_marks]
-
-
-def _nonzero_rows(v: dict) -> np.ndarray:
-    """Rows ``(i, i')`` of the 1-D pair tables that are not identically zero (overlapping supports)."""
-    return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
-
-
-def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
-    """``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` using ``A = A^T``.
-
-    ``M_{a a'} = M_{a' a}^T``, so ``A = X + X^T`` with ``X = sum_{a<a'} M_{aa'} + 1/2 sum_a M_{aa}``:
-    a walk over the axes with three states (no mark placed, the first mark placed, both placed)
-    needs 5 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
-    dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
-
-    Layout: the axes are contracted from the last to the first; each state is a 3-D array
-    ``(L, 5 n_b, R)`` (``L`` the axes still to come, ``R`` the finished pair indices), and all
-    tables applied to one state are stacked, so an axis costs three (batched) GEMMs
-    ``[V; V'; V''] (r x 5 n_b) @ X[l] (5 n_b x R)``. The states of the next axis are strided views
-    of the result (BLAS takes them through the leading dimension): no transposes, no copies.
-
-    Returns
-    -------
-    ndarray, shape ``(n_dofs_1**2, ..., n_dofs_d**2)``
-        ``X`` (not yet symmetrised) at the pair indices ``i_b * n_dofs_b + i'_b`` per axis.
-    """
-    d, shape = S.ndim, S.shape
-    rows = [_nonzero_rows(v) for v in vtables]
-    t0, tf, td = S.reshape(-1, shape[-1], 1), None, None
-    del S  # with the caller's reference gone, the moment is freed after the first axis
-
-    def apply(m, x):
-        """``m`` along the middle axis of ``x (L, K, R)``: one GEMM, or a batch of GEMMs on views."""
-        if x.shape[2] == 1:
-            return (x.reshape(x.shape[0], x.shape[1]) @ m.T).reshape(x.shape[0], m.shape[0], 1)
-        return np.matmul(m, x)
-
-    for b in range(d - 1, -1, -1):
-        v = {k: m[rows[b]] for k, m in vtables[b].items()}
-        r, last = rows[b].size, b == 0
-        # rows of y: [both marks | one mark | no mark], from the three incoming states
-        y = apply(np.vstack([0.5 * v[(1, 1)]] + ([] if last else [v[(1, 0)], v[(0, 0)]])), t0)
-        del t0
-        if tf is not None:
-            y[:, : (1 if last else 2) * r] += apply(np.vstack([v[(0, 1)]] + ([] if last else [v[(0, 0)]])), tf)
-        del tf
-        if td is not None:
-            y[:, :r] += apply(v[(0, 0)], td)
-        del td
-        if not last:  # views (no copies): the next axis sits just before the finished pair indices
-            nxt = (y.shape[0] // shape[b - 1], shape[b - 1], -1)
-            td, tf, t0 = (y[:, i * r : (i + 1) * r].reshape(nxt) for i in range(3))
-        else:
-            td = y
-        del y
-        if progress is not None:
-            progress.update(1)
-    td = td.reshape(tuple(r.size for r in rows))  # (r_0, ..., r_{d-1})
-    out = np.zeros(tuple(len(next(iter(v.values()))) for v in vtables))
-    out[np.ix_(*rows)] = td
-    return out
-
-
 @dataclass
 class NormalEquations:
     """Normal equations of eq. vsi_regression.
@@ -290,17 +197,6 @@ def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndar
     return pbar, (values[1:] - values[:-1]) / dt
 
 
-def _threaded(work, items) -> None:
-    """``work(part)`` on interleaved parts of ``items`` in up to two threads (numpy's einsum loops
-    release the GIL; BLAS calls elsewhere already use both cores)."""
-    n = min(_THREADS, len(items))
-    if n <= 1:
-        work(items)
-        return
-    with ThreadPoolExecutor(n) as pool:
-        list(pool.map(work, [items[t::n] for t in range(n)]))
-
-
 def _padded_last(pbar: np.ndarray, periodic: bool, halo: int) -> tuple[np.ndarray, np.ndarray]:
     """``(Q, Qp)``: snapshots moved to the last axis, and the same padded by ``halo`` nodes per axis."""
     d = pbar.ndim - 1
@@ -310,59 +206,75 @@ def _padded_last(pbar: np.ndarray, periodic: bool, halo: int) -> tuple[np.ndarra
 
 
 def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: int, out: np.ndarray) -> None:
-    """``out[idx][n] = sum_k left[n, k] right[n + delta(idx), k]`` for the offset indices ``idx``.
+    """``out[n_1, i_1, ..., n_d, i_d] = sum_k left[n, k] right[n + delta(i), k]`` for the offset indices ``i``.
 
     ``left`` has shape ``(*shape, K)`` and ``right_padded`` the same padded by ``halo`` per axis;
-    ``offsets`` lists index tuples ``idx`` with ``delta = idx - halo``. The loop runs over slices
-    of the first axis so that each product stays in cache (the snapshot axis is contiguous).
+    ``offsets`` lists index tuples ``i`` with ``delta = i - halo``; ``out`` is in the interleaved
+    layout (the offset after the node, per axis) that the contractions read. The loop runs over
+    slices of the first axis, all offsets of one slice together, so that each product and the
+    slice of ``out`` it writes stay in cache (the snapshot axis is contiguous).
     """
     shape = left.shape[:-1]
     d = len(shape)
     sub = "".join(chr(ord("a") + b) for b in range(d - 1))
     expr = f"{sub}k,{sub}k->{sub}"
+
     def work(slices):
         for a in slices:
-            la = left[a]
+            la, oa = left[a], out[a]
             for idx in offsets:
                 sl = (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
-                out[idx + (a,)] = np.einsum(expr, la, right_padded[sl])
+                np.einsum(expr, la, right_padded[sl], out=oa[_interleaved_index(idx)])
 
     _threaded(work, list(range(shape[0])))
 
 
-def _interleave(M: np.ndarray, d: int, width: int) -> np.ndarray:
-    """``(width,)*d + shape`` -> ``(n_1 width, ..., n_d width)`` with the offset fastest per axis."""
-    order = [ax for b in range(d) for ax in (d + b, b)]
-    return np.ascontiguousarray(M.transpose(order)).reshape(tuple(n * width for n in M.shape[d:]))
+def _interleaved_index(idx) -> tuple:
+    """Index of the offsets ``idx`` in one first-axis slice ``(w, n_2, w, ..., n_d, w)`` of an interleaved array."""
+    return (idx[0],) + tuple(x for i in idx[1:] for x in (slice(None), i)) + (Ellipsis,)  # a view, also in 1-D
 
 
 def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``S[n_1, delta_1, ..., n_d, delta_d] = sum_k pbar_k[n] pbar_k[n + delta]``.
 
-    Half of the ``5^d`` offsets come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``.
+    Half of the ``5^d`` offsets come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``,
+    slice by slice of the first axis (the slices ``n_1 - delta_1`` it reads are in cache).
+    Returned flattened per axis, ``(5 n_1, ..., 5 n_d)`` with the offset fastest, written in
+    place (no transposed copy).
     """
     d = pbar.ndim - 1
     n5 = len(OFFSETS_S)
-    S = np.empty((n5,) * d + pbar.shape[1:])
+    shape = pbar.shape[1:]
+    S = np.empty(tuple(x for n in shape for x in (n, n5)))
     Q, Qp = _padded_last(pbar, periodic, 2)
     half = [idx for idx in itertools.product(range(n5), repeat=d) if idx <= tuple(n5 - 1 - i for i in idx)]
     _banded_products(Q, Qp, half, 2, S)
     del Q, Qp
-    for idx in half:
-        mirror = tuple(n5 - 1 - i for i in idx)
-        if mirror != idx:
-            S[mirror] = _shift_nd(S[idx], tuple(OFFSETS_S[i] for i in idx), periodic)
-    return _interleave(S, d, n5)
+    pairs = [(idx, tuple(n5 - 1 - i for i in idx)) for idx in half if tuple(n5 - 1 - i for i in idx) != idx]
+
+    def work(slices):
+        for a in slices:
+            for idx, mirror in pairs:
+                delta = tuple(OFFSETS_S[i] for i in idx)
+                src = a - delta[0]
+                dst = S[a][_interleaved_index(mirror)]
+                if not periodic and not 0 <= src < shape[0]:
+                    dst[...] = 0.0
+                else:
+                    dst[...] = _shift_nd(S[src % shape[0]][_interleaved_index(idx)], delta[1:], periodic)
+
+    _threaded(work, list(range(shape[0])))
+    return S.reshape(tuple(n * n5 for n in shape))
 
 
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``Z[j_1, l_1, ...] = sum_k h_k[j] pbar_k[j + l]``, flattened per axis to ``3 n_b``."""
     d = pbar.ndim - 1
-    Z = np.empty((3,) * d + pbar.shape[1:])
+    Z = np.empty(tuple(x for n in pbar.shape[1:] for x in (n, 3)))
     _, Qp = _padded_last(pbar, periodic, 1)
     H = np.ascontiguousarray(np.moveaxis(h, 0, -1))
     _banded_products(H, Qp, list(itertools.product(range(3), repeat=d)), 1, Z)
-    return _interleave(Z, d, 3)
+    return Z.reshape(tuple(n * 3 for n in pbar.shape[1:]))
 
 
 def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> list[AxisTables]:
@@ -403,15 +315,19 @@ def assemble_normal_equations(
     tables = build_tables(grid, hermite, quadrature_points)
     d = grid.ndim
     steps = 3 + d + 2 * d
-    with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar:
+    # every BLAS call here is small (batched 1-D matrices) or runs in our own two threads: one BLAS
+    # thread each (OpenBLAS's threads on small products cost more than they give, above all on busy cores)
+    with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar, \
+            threadpool_limits(1, user_api="blas"):
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, tables, time_scheme)
         bar.update(1)
         bar.update(1)
         X = normal_matrix_contraction(_second_moment(pbar, grid.periodic), [tb.v for tb in tables], bar)
         # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
         X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
-        X = X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(hermite.n_coef, hermite.n_coef)
-        A = X + X.T
+        # (the regrouped copy, or a view of the contraction's own result: either is free to overwrite)
+        A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(
+            hermite.n_coef, hermite.n_coef))
         del X
         Zg = _first_moment(g, pbar, grid.periodic)
         Zc = _first_moment(c, pbar, grid.periodic)

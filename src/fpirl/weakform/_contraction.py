@@ -1,0 +1,185 @@
+"""The contractions of the sum-factorised assembly (:mod:`fpirl.weakform.assembly`): the banded data
+moments against the 1-D tables, one axis at a time (BLAS GEMMs, no d-dimensional operator)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+_THREADS = min(2, os.cpu_count() or 1)
+
+
+def _threaded(work, items) -> None:
+    """``work(part)`` on interleaved parts of ``items`` in up to two threads (numpy's einsum loops
+    release the GIL; BLAS calls elsewhere already use both cores)."""
+    n = min(_THREADS, len(items))
+    if n <= 1:
+        work(items)
+        return
+    with ThreadPoolExecutor(n) as pool:
+        list(pool.map(work, [items[t::n] for t in range(n)]))
+
+
+def placement_contraction(X: np.ndarray, tables, n_marks: int, progress=None) -> np.ndarray:
+    """``sum over placements of n_marks derivative marks on the axes`` of a sum-factorised contraction.
+
+    ``X`` has one (combined) index per axis. ``tables[b][variant]`` is the matrix applied along axis
+    ``b`` when the marks in ``variant`` (tuple of 0/1, one per mark) are placed on it. Each mark is
+    placed on exactly one axis; several marks may share an axis. Returns the tensor of output
+    indices (one per axis).
+    """
+    d = X.ndim
+    states = {(0,) * n_marks: X}
+    for b in range(d):
+        last = b == d - 1
+        new: dict = {}
+        for state, T in states.items():
+            for variant in itertools.product((0, 1), repeat=n_marks):
+                if any(s and v for s, v in zip(state, variant)):
+                    continue
+                ns = tuple(s | v for s, v in zip(state, variant))
+                if last and not all(ns):
+                    continue
+                Y = np.tensordot(T, tables[b][variant], axes=([0], [1]))
+                if ns in new:
+                    new[ns] += Y
+                else:
+                    new[ns] = Y
+        states = new
+        if progress is not None:
+            progress.update(1)
+    return states[(1,) * n_marks]
+
+
+def _nonzero_rows(v: dict) -> np.ndarray:
+    """Rows ``(i, i')`` of the 1-D pair tables that are not identically zero (overlapping supports)."""
+    return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
+
+
+#: Doubles per work array of the blocked contraction (16 MB: the chunks stay in cache and reuse their pages).
+_CHUNK_DOUBLES = 2**21
+
+
+def _state_tables(v: dict, first: bool, last: bool) -> list:
+    """For each new state (none, one, both placed), its tables side by side over the incoming states."""
+    new = [[0.5 * v[(1, 1)], v[(0, 1)], v[(0, 0)]]]
+    if not last:
+        new = [[v[(0, 0)]], [v[(1, 0)], v[(0, 0)]]] + new
+    return [np.hstack(m[: 1 if first else len(m)]) for m in new]
+
+
+def _walk(X: np.ndarray, tables, shape, r, first: int, stop: int, out_last: np.ndarray, work) -> None:
+    """Axes ``first .. stop-1`` of ``X (L, states x K_first, R)`` in place; the last writes into ``out_last``.
+
+    Each new state is one GEMM ``W (r x c K_b) @ X[l] (c K_b x R)`` batched over ``L`` (one plain GEMM
+    when ``R = 1``), written into its slot of the next work array ``(L, r_b, states, R)``: no copies.
+    The work arrays between the axes are cut from the two flat buffers ``work`` (kept from chunk to
+    chunk: fresh pages are costly).
+    """
+    for b in range(first, stop):
+        L, R = X.shape[0], X.shape[2]
+        n = len(tables[b])
+        out = out_last if b == stop - 1 else work[(b - first) % 2][: L * r[b] * n * R].reshape(L, r[b], n, R)
+        for s, w in enumerate(tables[b]):
+            c = w.shape[1]
+            if R == 1:
+                np.matmul(X[:, :c, 0], w.T, out=out[:, :, s, 0])
+            else:
+                np.matmul(w, X[:, :c], out=out[:, :, s])
+        if b < stop - 1:
+            X = out.reshape(L * r[b], n * shape[b + 1], -1)
+
+
+def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
+    """``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` using ``A = A^T``.
+
+    ``M_{a a'} = M_{a' a}^T``, so ``A = X + X^T`` with ``X = sum_{a<a'} M_{aa'} + 1/2 sum_a M_{aa}``:
+    a walk over the axes with three states (no mark placed, the first mark placed, both placed)
+    needs 6 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
+    dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
+
+    Layout: the axes are contracted from the first to the last, each in place: before axis ``b``
+    the work array is ``(L, states x K_b, R)`` (``L`` the finished pair indices, ``R`` the axes
+    still to come), the incoming states (none, one, both) stacked in front of the axis, so the new
+    state "none" reads the first ``K_b`` rows, "one" the first ``2 K_b`` and "both" all ``3 K_b``
+    (their tables side by side): three GEMMs per axis, no transposes. Blocked in two halves: the
+    first ``d // 2`` axes in chunks of the trailing index ``R``, the rest in chunks of the leading
+    index ``L``, so that only the moment, the array between the halves and the result are large
+    (fresh memory is costly; the chunks' work arrays stay in cache).
+
+    Returns
+    -------
+    ndarray, shape ``(n_dofs_1**2, ..., n_dofs_d**2)``
+        ``X`` (not yet symmetrised) at the pair indices ``i_b * n_dofs_b + i'_b`` per axis.
+    """
+    d, shape = S.ndim, S.shape
+    rows = [_nonzero_rows(v) for v in vtables]
+    r = [x.size for x in rows]
+    full = tuple(len(next(iter(v.values()))) for v in vtables)
+    if min(r) == 0:
+        return np.zeros(full)
+    tables = [_state_tables({k: m[rows[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
+    h = d // 2
+    prod = lambda xs: int(np.prod(xs, dtype=np.int64))  # noqa: E731
+    T, Lh, n_h = prod(shape[h:]), prod(r[:h]), 3 if h else 1
+    if h:  # the first half, in chunks of the trailing index
+        S2 = S.reshape(prod(shape[:h]), T)
+        P = np.empty((Lh, n_h, T))
+        P4 = P.reshape(Lh // r[h - 1], r[h - 1], n_h, T)
+        inter = max([prod(r[: b + 1]) * 3 * prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
+        step = max(1, _CHUNK_DOUBLES // max(prod(shape[:h]), inter))
+
+        def first_half(starts):
+            xbuf, work = np.empty(prod(shape[:h]) * step), [np.empty(inter * step) for _ in range(2)]
+            for t0 in starts:
+                w = min(step, T - t0)
+                Xc = xbuf[: prod(shape[:h]) * w].reshape(-1, w)
+                np.copyto(Xc, S2[:, t0 : t0 + w])
+                _walk(Xc.reshape(1, shape[0], -1), tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + w], work)
+
+        with threadpool_limits(1, user_api="blas"):  # small GEMMs: one BLAS thread each, chunks on two threads
+            _threaded(first_half, list(range(0, T, step)))
+        del S2
+        if progress is not None:
+            progress.update(h)
+    else:
+        P = S.reshape(1, shape[0], -1)
+    del S  # with the caller's reference gone, the moment is freed here
+    out = np.empty(prod(r))
+    inner = prod(r[h : d - 1])
+    out4 = out.reshape(Lh, inner, r[d - 1], 1, 1)
+    inter = max([prod(r[h : b + 1]) * 3 * prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
+    step = max(1, _CHUNK_DOUBLES // max(n_h * T, inter))
+
+    def second_half(starts):
+        work = [np.empty(inter * step) for _ in range(2)]
+        for l0 in starts:
+            Xc = P[l0 : l0 + step].reshape(-1, n_h * shape[h], T // shape[h])
+            _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1), work)
+
+    with threadpool_limits(1, user_api="blas"):
+        _threaded(second_half, list(range(0, Lh, step)))
+    if progress is not None:
+        progress.update(d - h)
+    X = out.reshape(tuple(r))  # (r_0, ..., r_{d-1})
+    if X.shape == full:
+        return X
+    out = np.zeros(full)
+    out[np.ix_(*rows)] = X
+    return out
+
+
+def _symmetrised(X: np.ndarray, block: int = 256) -> np.ndarray:
+    """``X + X^T`` for a square ``X``, block by block in place (overwrites ``X`` when it is C-contiguous)."""
+    X = np.ascontiguousarray(X)
+    n = X.shape[0]
+    for i in range(0, n, block):
+        for j in range(i, n, block):
+            s = X[i : i + block, j : j + block] + X[j : j + block, i : i + block].T
+            X[i : i + block, j : j + block] = s
+            X[j : j + block, i : i + block] = s.T
+    return X
