@@ -26,6 +26,7 @@ import scipy.linalg
 from ..weakform import matfree
 from ..weakform.matfree_flux import FluxOperator
 from ..weakform.matfree_gauss import GaussFluxOperator
+from ..weakform.matfree_mixed import MixedFluxOperator
 from ..core._errors import FpirlInputError
 from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
@@ -48,12 +49,14 @@ TIME_SCHEMES = ("midpoint", "explicit")
 ASSEMBLED_MEMORY_LIMIT = 3e9
 #: ``solver='auto'`` uses the interpolated-flux operator when the exact matrix-free band would need more than this.
 BAND_MEMORY_LIMIT = 3e9
-SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux")
-MATRIX_FREE = ("matrix-free", "interpolated-flux", "gauss-flux")
+SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux", "mixed-flux")
+MATRIX_FREE = ("matrix-free", "interpolated-flux", "gauss-flux", "mixed-flux")
+#: The matrix-free paths without the exact operator's ``3^d`` band (no snapshot-noise posterior).
+FLUX_SOLVERS = ("interpolated-flux", "gauss-flux", "mixed-flux")
 #: Default relative CG residual per matrix-free path (``cg_tol=None``): the exact path reproduces the
 #: assembled solution to ~1e-8; the interpolated flux stops where the algebraic error in psi is far
 #: below its own O(h^2) quadrature error (docs/method.md, "Interpolated flux").
-CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6, "gauss-flux": 1e-6}
+CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6, "gauss-flux": 1e-6, "mixed-flux": 1e-6}
 
 
 def band_bytes(grid: Grid) -> float:
@@ -391,6 +394,8 @@ class PotentialEstimator(FittedPotentialMixin):
             operator = FluxOperator
         elif solver == "gauss-flux":
             operator = GaussFluxOperator
+        elif solver == "mixed-flux":
+            operator = MixedFluxOperator
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)

@@ -109,6 +109,10 @@ class FluxOperator(NormalOperator):
         """Shape of the accumulators ``h_a`` (the FE nodes here)."""
         return self.shape
 
+    def _accumulators(self) -> list[np.ndarray]:
+        """Zero accumulators ``h_a``, one per axis."""
+        return [np.zeros(self._flux_shape()) for _ in range(self.d)]
+
     # --- products ---------------------------------------------------------------------------
     def matvec(self, c: np.ndarray) -> np.ndarray:
         """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
@@ -134,8 +138,7 @@ class FluxOperator(NormalOperator):
     def _right_hand_sides(self) -> NormalEquations:
         self._setup_flux()
         d = self.d
-        hg = [np.zeros(self._flux_shape()) for _ in range(d)]
-        hc = [np.zeros(self._flux_shape()) for _ in range(d)]
+        hg, hc = self._accumulators(), self._accumulators()
         gg = gc = cc = 0.0
         n_rows = 0
         trace = 0.0
