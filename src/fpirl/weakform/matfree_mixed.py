@@ -52,6 +52,8 @@ from .matfree_gauss import gauss_tables
 
 __all__ = ["MixedFluxOperator", "corrected_mass"]
 
+#: The densities at the rules' points of all POD modes are kept between products up to this many bytes.
+POINTS_CACHE_BYTES = 2e9
 DERIVATIVE_RULES = ("nodal", "gauss")
 TRANSVERSE_RULES = ("nodal", "corrected", "gauss")
 
@@ -169,13 +171,25 @@ class MixedFluxOperator(FluxOperator):
     def matvec(self, c: np.ndarray) -> np.ndarray:
         """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
         g = self._gradients(c)
-        parts = [self._modes] if self._modes is not None else (pbar for _, (pbar, _) in self._pbar_chunks())
+        if self._modes is not None:
+            parts = [list(enumerate(self._modes))]
+            size = sum(int(np.prod(hh.shape)) for hh in self._accumulators())
+            if getattr(self, "_cache", None) is None and 8 * size * self.n_modes <= POINTS_CACHE_BYTES:
+                self._cache = [None] * self.n_modes
+        else:
+            parts = (list(enumerate(pbar, -len(pbar))) for _, (pbar, _) in self._pbar_chunks())
+        cache = getattr(self, "_cache", None)
         sums = []
 
-        def work(modes):
+        def work(items):
             h = self._accumulators()
-            for q in modes:
-                X = self._points(q)
+            for m, q in items:
+                if cache is not None and m >= 0:
+                    if cache[m] is None:
+                        cache[m] = self._points(q)
+                    X = cache[m]
+                else:
+                    X = self._points(q)
                 if self._factored:
                     u = self._apply_axis(X[0] * g[0], 0, self._Ta[0])
                     for a in range(1, self.d):
@@ -186,8 +200,8 @@ class MixedFluxOperator(FluxOperator):
                     self._test_adjoint(r, X, h)
             sums.append(h)
 
-        for modes in parts:
-            _threaded(work, list(modes))
+        for items in parts:
+            _threaded(work, items)
         h = [sum(s[a] for s in sums) for a in range(self.d)]
         self.n_matvec += 1
         return self._gradients_adjoint(h)
