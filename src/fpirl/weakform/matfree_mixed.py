@@ -144,19 +144,20 @@ class MixedFluxOperator(FluxOperator):
         return out.ravel()
 
     # --- residual <-> accumulators ----------------------------------------------------------
-    def _test_adjoint(self, r: np.ndarray, X: list[np.ndarray], h: list[np.ndarray], transverse_done=False) -> None:
-        """``h_a += X_a * (otimes_b T_b)^T r``; with the factored rules ``r`` may already carry ``otimes_b N_b^T``."""
+    def _test_adjoint(self, r: np.ndarray, X: list[np.ndarray], h: list[np.ndarray]) -> None:
+        """``h_a += X_a * (otimes_b T_b)^T r``; with the factored rules ``r`` already carries ``otimes_b N_b^T``."""
         for a in range(self.d):
             if self._factored:
-                v = r if transverse_done else apply_along_axes(r, self._Nt)
-                h[a] += X[a] * self._apply_axis(v, a, self._TaT[a])
+                t = self._apply_axis(r, a, self._TaT[a])
             else:
-                h[a] += X[a] * apply_along_axes(r, [T.T for T, _, _ in self._rules[a]])
+                t = apply_along_axes(r, [T.T for T, _, _ in self._rules[a]])
+            np.multiply(t, X[a], out=t)
+            h[a] += t
 
     def _accumulate_residual(self, q: np.ndarray, r: np.ndarray, h: list[np.ndarray]) -> None:
         if self._factored:
             r = apply_along_axes(r, self._Nt)
-        self._test_adjoint(r, self._points(q), h, transverse_done=self._factored)
+        self._test_adjoint(r, self._points(q), h)
 
     def flux_residual(self, q: np.ndarray, c: np.ndarray) -> np.ndarray:
         """``sum_a Xi_a(q) theta`` on the FE nodes: the convective part of the residual for density ``q``."""
@@ -183,6 +184,7 @@ class MixedFluxOperator(FluxOperator):
 
         def work(items):
             h = self._accumulators()
+            buf = self._accumulators()
             for m, q in items:
                 if cache is not None and m >= 0:
                     if cache[m] is None:
@@ -191,10 +193,10 @@ class MixedFluxOperator(FluxOperator):
                 else:
                     X = self._points(q)
                 if self._factored:
-                    u = self._apply_axis(X[0] * g[0], 0, self._Ta[0])
+                    u = self._apply_axis(np.multiply(X[0], g[0], out=buf[0]), 0, self._Ta[0])
                     for a in range(1, self.d):
-                        u += self._apply_axis(X[a] * g[a], a, self._Ta[a])
-                    self._test_adjoint(apply_along_axes(u, self._NtN), X, h, transverse_done=True)
+                        u += self._apply_axis(np.multiply(X[a], g[a], out=buf[a]), a, self._Ta[a])
+                    self._test_adjoint(apply_along_axes(u, self._NtN), X, h)
                 else:
                     r = sum(apply_along_axes(X[a] * g[a], [T for T, _, _ in self._rules[a]]) for a in range(self.d))
                     self._test_adjoint(r, X, h)
