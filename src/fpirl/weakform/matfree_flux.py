@@ -38,6 +38,8 @@ with ``H^{uv}[m, m'] = (T^{u T} T^v)[m, m'] (E^v E^{u T})[m', m]``, ``T^0 = M``,
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from ._krylov import Marginals
@@ -45,7 +47,27 @@ from ..core._tensor import apply_along_axes
 from .assembly import NormalEquations, _threaded
 from .matfree import NormalOperator
 
-__all__ = ["FluxOperator", "hat_derivative_matrix"]
+__all__ = ["FluxOperator", "hat_derivative_matrix", "one_blas_thread"]
+
+_BLAS = []  # the threadpoolctl controller, made once (it scans the loaded libraries)
+
+
+def one_blas_thread():
+    """Context in which BLAS runs on one thread (a no-op without threadpoolctl).
+
+    The flux operators' one-axis products are many small GEMMs (``n x n`` or ``2n x n`` matrices
+    against long batches); with BLAS threads each call pays a thread hand-off, and measured on two
+    shared cores the products ran 4-7x slower than on one BLAS thread with the two work threads of
+    :func:`fpirl.weakform.assembly._threaded` over the POD modes (docs/benchmarks.md, issue 20 third pass).
+    """
+    if not _BLAS:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+            _BLAS.append(None)
+        else:
+            _BLAS.append(ThreadpoolController())
+    return contextlib.nullcontext() if _BLAS[0] is None else _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def hat_derivative_matrix(fe) -> np.ndarray:
@@ -115,7 +137,12 @@ class FluxOperator(NormalOperator):
 
     # --- products ---------------------------------------------------------------------------
     def matvec(self, c: np.ndarray) -> np.ndarray:
-        """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
+        """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs),
+        with BLAS on one thread (:func:`one_blas_thread`)."""
+        with one_blas_thread():
+            return self._matvec(c)
+
+    def _matvec(self, c: np.ndarray) -> np.ndarray:
         g = self._gradients(c)
         parts = [self._modes] if self._modes is not None else (pbar for _, (pbar, _) in self._pbar_chunks())
         sums = []
@@ -136,6 +163,10 @@ class FluxOperator(NormalOperator):
         return self._gradients_adjoint(h)
 
     def _right_hand_sides(self) -> NormalEquations:
+        with one_blas_thread():
+            return self._flux_right_hand_sides()
+
+    def _flux_right_hand_sides(self) -> NormalEquations:
         self._setup_flux()
         d = self.d
         hg, hc = self._accumulators(), self._accumulators()

@@ -169,8 +169,7 @@ class MixedFluxOperator(FluxOperator):
         return sum(apply_along_axes(X[a] * g[a], [T for T, _, _ in self._rules[a]]) for a in range(self.d))
 
     # --- products ---------------------------------------------------------------------------
-    def matvec(self, c: np.ndarray) -> np.ndarray:
-        """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
+    def _matvec(self, c: np.ndarray) -> np.ndarray:
         g = self._gradients(c)
         if self._modes is not None:
             parts = [list(enumerate(self._modes))]
