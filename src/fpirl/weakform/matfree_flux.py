@@ -38,9 +38,8 @@ with ``H^{uv}[m, m'] = (T^{u T} T^v)[m, m'] (E^v E^{u T})[m', m]``, ``T^0 = M``,
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from ._krylov import Marginals
 from ..core._tensor import apply_along_axes
@@ -49,11 +48,11 @@ from .matfree import NormalOperator
 
 __all__ = ["FluxOperator", "hat_derivative_matrix", "one_blas_thread"]
 
-_BLAS = []  # the threadpoolctl controller, made once (it scans the loaded libraries)
+_BLAS: list = []  # the threadpoolctl controller
 
 
 def one_blas_thread():
-    """Context in which BLAS runs on one thread (a no-op without threadpoolctl).
+    """Context in which BLAS runs on one thread.
 
     The flux operators' one-axis products are many small GEMMs (``n x n`` or ``2n x n`` matrices
     against long batches); with BLAS threads each call pays a thread hand-off, and measured on two
@@ -61,13 +60,8 @@ def one_blas_thread():
     :func:`fpirl.weakform.assembly._threaded` over the POD modes (docs/benchmarks.md, issue 20 third pass).
     """
     if not _BLAS:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-            _BLAS.append(None)
-        else:
-            _BLAS.append(ThreadpoolController())
-    return contextlib.nullcontext() if _BLAS[0] is None else _BLAS[0].limit(limits=1, user_api="blas")
+        _BLAS.append(ThreadpoolController())  # once: it scans the loaded libraries
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def hat_derivative_matrix(fe) -> np.ndarray:

@@ -159,15 +159,6 @@ class MixedFluxOperator(FluxOperator):
             r = apply_along_axes(r, self._Nt)
         self._test_adjoint(r, self._points(q), h)
 
-    def flux_residual(self, q: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """``sum_a Xi_a(q) theta`` on the FE nodes: the convective part of the residual for density ``q``."""
-        g = self._gradients(c)
-        X = self._points(np.asarray(q, dtype=float).reshape(self.shape))
-        if self._factored:
-            u = sum(self._apply_axis(X[a] * g[a], a, self._Ta[a]) for a in range(self.d))
-            return apply_along_axes(u, self._N)
-        return sum(apply_along_axes(X[a] * g[a], [T for T, _, _ in self._rules[a]]) for a in range(self.d))
-
     # --- products ---------------------------------------------------------------------------
     def _matvec(self, c: np.ndarray) -> np.ndarray:
         g = self._gradients(c)
