@@ -139,3 +139,11 @@ def test_mixed_flux_fit_has_no_posterior(rng):
     assert est.solver_ == "mixed-flux" and est.settings_["solver"] == "mixed-flux"
     with pytest.warns(RuntimeWarning, match="mixed-flux"):
         assert estimate_uncertainty(est, "posterior", s) is None
+
+
+def test_unknown_rule_is_an_input_error(rng):
+    from fpirl import FpirlInputError
+
+    s = snapshots(rng, "periodic", [4, 4], n_t=2)
+    with pytest.raises(FpirlInputError, match="unknown flux rule"):
+        MixedFluxOperator(s, HermiteSpace.on_grid(s.grid, (2, 2)), derivative="simpson")

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
 from .assembly import _threaded
 from .matfree_flux import FluxOperator, hat_derivative_matrix
@@ -85,7 +86,8 @@ class MixedFluxOperator(FluxOperator):
 
     def __init__(self, source, hermite, *, derivative: str = "gauss", transverse: str = "corrected", **kwargs):
         if derivative not in DERIVATIVE_RULES or transverse not in TRANSVERSE_RULES:
-            raise ValueError(f"unknown flux rule ({derivative!r}, {transverse!r})")
+            raise FpirlInputError(f"unknown flux rule ({derivative!r}, {transverse!r}): derivative one of "
+                                  f"{DERIVATIVE_RULES}, transverse one of {TRANSVERSE_RULES}")
         self.derivative, self.transverse = derivative, transverse
         super().__init__(source, hermite, **kwargs)
 
@@ -112,7 +114,6 @@ class MixedFluxOperator(FluxOperator):
         self._factored = self.transverse != "gauss"
         if self._factored:  # otimes_b T_b = (otimes_b N_b) tilde T_a, N = the transverse T
             N = [r[0] for r in rules_t]
-            self._N = N
             self._NtN = [n.T @ n for n in N]
             self._Nt = [n.T for n in N]
             self._Ta = [np.linalg.solve(N[a], rules_d[a][0]) for a in range(d)]
