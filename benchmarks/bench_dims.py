@@ -1,9 +1,9 @@
 """Time and memory of the fit against the dimension d = 2..6 (issue 12): assembled, exact matrix-free
-and interpolated-flux matrix-free paths (``solver`` of a case may also be ``auto``: the path the
-estimator picks by itself, as ``fpirl fit`` does).
+and the flux-quadrature matrix-free paths (interpolated-flux, gauss-flux, mixed-flux; ``solver`` of a
+case may also be ``auto``: the path the estimator picks by itself, as ``fpirl fit`` does).
 
 Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
-      (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec;
+      (a case ``d:N:matvec`` times only the matrix-free set-up and three products, e.g. 6:8:matvec;
       ``matvec-interpolated-flux``, ``matvec-gauss-flux`` and ``matvec-mixed-flux`` the same for those
       operators; ``d:N:rule-DER-TRANS`` fits with ``solver='mixed-flux'`` and the flux rules DER (nodal|gauss)
       along the derivative axis, TRANS (nodal|corrected|gauss) across it; ``0:0:gemm`` times one 4096^3
