@@ -1,10 +1,13 @@
 """Time and memory of the fit against the dimension d = 2..6 (issue 12): assembled, exact matrix-free
-and interpolated-flux matrix-free paths (``solver`` of a case may also be ``auto``: the path the
-estimator picks by itself, as ``fpirl fit`` does).
+and the flux-quadrature matrix-free paths (interpolated-flux, gauss-flux, mixed-flux; ``solver`` of a
+case may also be ``auto``: the path the estimator picks by itself, as ``fpirl fit`` does).
 
 Run:  .venv/bin/python benchmarks/bench_dims.py [-o benchmarks/results] [--cases 2:10:assembled,5:12:matrix-free,...]
-      (a case ``d:N:matvec`` times only the matrix-free set-up and one product, e.g. 6:8:matvec;
-      ``matvec-interpolated-flux`` and ``matvec-gauss-flux`` the same for those operators)
+      (a case ``d:N:matvec`` times only the matrix-free set-up and three products, e.g. 6:8:matvec;
+      ``matvec-interpolated-flux``, ``matvec-gauss-flux`` and ``matvec-mixed-flux`` the same for those
+      operators; ``d:N:rule-DER-TRANS`` fits with ``solver='mixed-flux'`` and the flux rules DER (nodal|gauss)
+      along the derivative axis, TRANS (nodal|corrected|gauss) across it; ``0:0:gemm`` times one 4096^3
+      float64 GEMM in its own process, for the ratios)
       --cli 6:10: write the 6-D density file (3 state + 3 action axes) and time ``fpirl fit`` on it
       [--scheduler local|tcp://HOST:PORT]: the cases run as Dask tasks (fpirl.distributed.sweep),
       each still in a fresh process on its worker; cases running side by side share the machine,
@@ -27,10 +30,35 @@ import sys
 import time
 
 
+def run_gemm():
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((4096, 4096))
+    a @ a  # warm-up (threads, pages)
+    t0, c0 = time.perf_counter(), time.process_time()
+    a @ a
+    print(json.dumps({"d": 0, "nodes_per_axis": 0, "solver": "gemm", "gemm_s": time.perf_counter() - t0,
+                      "gemm_cpu_s": time.process_time() - c0, "load_1min": os.getloadavg()[0]}), flush=True)
+
+
 def run_case(d, N, solver, steps):
     from fpirl import PotentialEstimator
     from fpirl.weakform._separable import SeparableProblem
 
+    if solver == "gemm":
+        return run_gemm()
+    if solver.startswith("rule-"):  # the mixed flux with other per-axis rules (experiments)
+        import functools
+
+        from fpirl.estimators import identify
+        from fpirl.weakform.matfree_mixed import MixedFluxOperator
+
+        derivative, transverse = solver[5:].split("-")
+        identify.MixedFluxOperator = functools.partial(MixedFluxOperator, derivative=derivative,
+                                                       transverse=transverse)
+        rule, solver = solver, "mixed-flux"
+    else:
+        rule = None
     t0 = time.perf_counter()
     problem = SeparableProblem(d, hermite_elements=3, beta=2.0, dt=0.02, steps=steps)
     data = problem.streaming(N)
@@ -40,17 +68,22 @@ def run_case(d, N, solver, steps):
         from fpirl.weakform.matfree import NormalOperator
         from fpirl.weakform.matfree_flux import FluxOperator
         from fpirl.weakform.matfree_gauss import GaussFluxOperator
+        from fpirl.weakform.matfree_mixed import MixedFluxOperator
 
         operator = {"matvec": NormalOperator, "matvec-interpolated-flux": FluxOperator,
-                    "matvec-gauss-flux": GaussFluxOperator}[solver]
+                    "matvec-gauss-flux": GaussFluxOperator, "matvec-mixed-flux": MixedFluxOperator}[solver]
         c0, t0 = time.process_time(), time.perf_counter()
         op = operator(data.normalize(), problem.hermite)
         setup = (time.perf_counter() - t0, time.process_time() - c0)
-        c0, t0 = time.process_time(), time.perf_counter()
-        op.matvec(np.random.default_rng(0).standard_normal(problem.hermite.n_coef))
+        times = []  # the first product may fill caches (the mixed flux's densities at its points)
+        for _ in range(3):
+            c0, t0 = time.process_time(), time.perf_counter()
+            op.matvec(np.random.default_rng(0).standard_normal(problem.hermite.n_coef))
+            times.append((time.perf_counter() - t0, time.process_time() - c0))
         print(json.dumps({"d": d, "nodes_per_axis": N, "nodes": int(N**d), "n_coef": problem.hermite.n_coef,
                           "solver": solver, "modes": op.n_modes, "setup_s": setup[0], "setup_cpu_s": setup[1],
-                          "matvec_s": time.perf_counter() - t0, "matvec_cpu_s": time.process_time() - c0,
+                          "first_matvec_s": times[0][0], "matvec_s": min(t[0] for t in times[1:]),
+                          "matvec_cpu_s": min(t[1] for t in times[1:]),
                           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
                           "load_1min": os.getloadavg()[0]}), flush=True)
         return
@@ -63,9 +96,11 @@ def run_case(d, N, solver, steps):
     est = PotentialEstimator(hermite_elements=3, beta=problem.beta, solver=solver).fit(data)  # default CG tolerances
     out = {
         "d": d, "nodes_per_axis": N, "nodes": int(N**d), "n_coef": int(est.hermite_.n_coef), "snapshots": steps + 1,
-        "solver": est.solver_, "fit_s": time.perf_counter() - t0, "fit_cpu_s": time.process_time() - c0,
+        "solver": rule or est.solver_, "fit_s": time.perf_counter() - t0, "fit_cpu_s": time.process_time() - c0,
         "data_s": t_data, "psi_rel_error": problem.error(est),
-        "cg_iterations": est.cg_info_["iterations"] if est.cg_info_ else None, "asked": solver,
+        "cg_iterations": est.cg_info_["iterations"] if est.cg_info_ else None, "asked": rule or solver,
+        "matvecs": est.cg_info_["matvecs"] if est.cg_info_ else None,
+        "cg_s": est.cg_info_["seconds"] if est.cg_info_ else None,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
         "load_1min": os.getloadavg()[0],
     }
@@ -112,7 +147,8 @@ def plot(results, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    for solver, marker in (("assembled", "s"), ("matrix-free", "o"), ("interpolated-flux", "^"), ("gauss-flux", "v")):
+    for solver, marker in (("assembled", "s"), ("matrix-free", "o"), ("interpolated-flux", "^"), ("gauss-flux", "v"),
+                           ("mixed-flux", "D")):
         rows = sorted((r for r in results if r["solver"] == solver), key=lambda r: r["d"])
         if not rows:
             continue
@@ -175,10 +211,11 @@ def main():
 
     tasks = [(case, args.steps, args.timeout) for case in args.cases.split(",")]
     done = sweep(case_in_fresh_process, tasks, scheduler=args.scheduler)
-    results = [row for _, row in done if row is not None and not row["solver"].startswith("matvec")]
+    results = [row for _, row in done if row is not None and not row["solver"].startswith(("matvec", "gemm"))]
     with open(os.path.join(args.output, "dims.json"), "w") as f:
         json.dump(results, f, indent=1)
-    plot(results, os.path.join(args.output, "dims.png"))
+    if results:
+        plot(results, os.path.join(args.output, "dims.png"))
 
 
 if __name__ == "__main__":

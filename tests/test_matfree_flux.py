@@ -106,13 +106,13 @@ def test_quadrature_error_converges_at_second_order():
     assert 1.7 < slope < 2.6, (slope, diffs)
 
 
-def test_auto_picks_interpolated_flux_by_band_size(rng, monkeypatch):
+def test_auto_picks_the_mixed_flux_by_band_size(rng, monkeypatch):
     s = random_data(rng, "periodic")
     monkeypatch.setattr(identify, "ASSEMBLED_MEMORY_LIMIT", 1.0)
     assert PotentialEstimator(hermite_elements=2, beta=3.0).fit(s).solver_ == "matrix-free"
     monkeypatch.setattr(identify, "BAND_MEMORY_LIMIT", 1.0)
     est = PotentialEstimator(hermite_elements=2, beta=3.0).fit(s)
-    assert est.solver_ == "interpolated-flux" and est.settings_["solver"] == "interpolated-flux"
+    assert est.solver_ == "mixed-flux" and est.settings_["solver"] == "mixed-flux"
 
 
 def test_recovery_in_six_dimensions():

@@ -87,12 +87,14 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "default midpoint)")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
                    help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
-    p.add_argument("--solver", choices=("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux"),
+    p.add_argument("--solver", choices=("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux",
+                                        "mixed-flux"),
                    default=None,
                    help="density data: 'assembled' normal matrix, 'matrix-free' conjugate gradients for 5-D "
-                   "grids, 'interpolated-flux' (matrix-free, flux interpolated on the grid) for 6-D, "
+                   "grids, 'interpolated-flux' (matrix-free, flux interpolated on the grid), "
                    "'gauss-flux' (matrix-free, flux integrated at 2^d Gauss points per cell: more accurate, "
-                   "about 2^d times slower) (default "
+                   "about 2^d times slower), 'mixed-flux' (matrix-free, Gauss points along the derivative axis "
+                   "only: as accurate as gauss-flux, about twice the interpolated flux's cost; for 6-D) (default "
                    "auto: chosen by the memory each path would need)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     unc = p.add_argument_group("uncertainty and scale-out (docs/method.md, docs/cluster.md)")

@@ -386,7 +386,7 @@ def matrix_free_posterior_seconds(est) -> float | None:
             break
     else:
         return None
-    if (getattr(cand, "settings_", None) or {}).get("solver") in ("interpolated-flux", "gauss-flux"):
+    if (getattr(cand, "settings_", None) or {}).get("solver") in ("interpolated-flux", "gauss-flux", "mixed-flux"):
         return None
     if not info.get("matvecs") or "seconds" not in info:
         return None

@@ -236,7 +236,7 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
                                 n_jobs=n_jobs, progress=progress)
     snapshots = data if isinstance(data, (DensitySnapshots, StreamingSnapshots)) else None
     solver = (getattr(est, "settings_", None) or {}).get("solver")
-    if solver in ("interpolated-flux", "gauss-flux"):  # the posterior's band passes need the exact 3^d band
+    if solver in ("interpolated-flux", "gauss-flux", "mixed-flux"):  # the posterior's band passes need the exact 3^d band
         warnings.warn(f"no posterior for a {solver} fit: the snapshot-noise posterior needs the exact "
                       "operator's 3^d band per node; the result has no uncertainty variables", RuntimeWarning,
                       stacklevel=2)

@@ -39,13 +39,29 @@ with ``H^{uv}[m, m'] = (T^{u T} T^v)[m, m'] (E^v E^{u T})[m', m]``, ``T^0 = M``,
 from __future__ import annotations
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from ._krylov import Marginals
 from ..core._tensor import apply_along_axes
 from .assembly import NormalEquations, _threaded
 from .matfree import NormalOperator
 
-__all__ = ["FluxOperator", "hat_derivative_matrix"]
+__all__ = ["FluxOperator", "hat_derivative_matrix", "one_blas_thread"]
+
+_BLAS: list = []  # the threadpoolctl controller
+
+
+def one_blas_thread():
+    """Context in which BLAS runs on one thread.
+
+    The flux operators' one-axis products are many small GEMMs (``n x n`` or ``2n x n`` matrices
+    against long batches); with BLAS threads each call pays a thread hand-off, and measured on two
+    shared cores the products ran 4-7x slower than on one BLAS thread with the two work threads of
+    :func:`fpirl.weakform.assembly._threaded` over the POD modes (docs/benchmarks.md, issue 20 third pass).
+    """
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())  # once: it scans the loaded libraries
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def hat_derivative_matrix(fe) -> np.ndarray:
@@ -109,9 +125,18 @@ class FluxOperator(NormalOperator):
         """Shape of the accumulators ``h_a`` (the FE nodes here)."""
         return self.shape
 
+    def _accumulators(self) -> list[np.ndarray]:
+        """Zero accumulators ``h_a``, one per axis."""
+        return [np.zeros(self._flux_shape()) for _ in range(self.d)]
+
     # --- products ---------------------------------------------------------------------------
     def matvec(self, c: np.ndarray) -> np.ndarray:
-        """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
+        """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs),
+        with BLAS on one thread (:func:`one_blas_thread`)."""
+        with one_blas_thread():
+            return self._matvec(c)
+
+    def _matvec(self, c: np.ndarray) -> np.ndarray:
         g = self._gradients(c)
         parts = [self._modes] if self._modes is not None else (pbar for _, (pbar, _) in self._pbar_chunks())
         sums = []
@@ -132,10 +157,13 @@ class FluxOperator(NormalOperator):
         return self._gradients_adjoint(h)
 
     def _right_hand_sides(self) -> NormalEquations:
+        with one_blas_thread():
+            return self._flux_right_hand_sides()
+
+    def _flux_right_hand_sides(self) -> NormalEquations:
         self._setup_flux()
         d = self.d
-        hg = [np.zeros(self._flux_shape()) for _ in range(d)]
-        hc = [np.zeros(self._flux_shape()) for _ in range(d)]
+        hg, hc = self._accumulators(), self._accumulators()
         gg = gc = cc = 0.0
         n_rows = 0
         trace = 0.0

@@ -125,8 +125,7 @@ class GaussFluxOperator(FluxOperator):
         for a in range(self.d):
             h[a] += P * self._test_gradient(r, a)
 
-    def matvec(self, c: np.ndarray) -> np.ndarray:
-        """``A c`` (flat): ``sum_k Xi(q_k)^T Xi(q_k) c`` over the POD modes (or streamed time pairs)."""
+    def _matvec(self, c: np.ndarray) -> np.ndarray:
         g = self._gradients(c)
         parts = [self._modes] if self._modes is not None else (pbar for _, (pbar, _) in self._pbar_chunks())
         h = [np.zeros(self._flux_shape()) for _ in range(self.d)]
