@@ -32,7 +32,7 @@ from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import NormalEquations, assemble_normal_equations
-from ..weakform.noise_bias import correct_normal_equations
+from ..weakform.noise_bias import CorrectedNormalEquations, correct_normal_equations
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -108,6 +108,19 @@ def gcv_ridge(A, P, m, b, hh, n_rows, ratio):
         score = np.where(n_rows > dof, n_rows * rss / np.maximum(n_rows - dof, 0.0) ** 2, np.inf)
     k = int(np.argmin(score))
     return float(GCV_GRID[k]), {"ridge": GCV_GRID.copy(), "score": score, "dof": dof}
+
+
+def _noise_leaves_beta_open(ne, gamma, schur) -> bool:
+    """True (with a warning) when the noise-corrected system does not determine ``1/beta``
+    (non-positive Schur complement or ``gamma``): the fit then falls back to plain least squares."""
+    if not isinstance(ne, CorrectedNormalEquations) or (gamma > 0 and schur > 0):
+        return False
+    warnings.warn(
+        "the snapshot noise leaves beta undetermined once its bias is removed (corrected 1/beta = "
+        f"{gamma:.3g}); falling back to plain least squares, which overestimates beta on noisy data - "
+        "give --beta, or use more or less noisy snapshots", RuntimeWarning, stacklevel=4,
+    )
+    return True
 
 
 def _check_estimated_beta(gamma: float, identifiability: float) -> None:
@@ -202,8 +215,8 @@ class PotentialEstimator(FittedPotentialMixin):
         (``matvecs``) and the wall time of the solve (``seconds``).
     noise_correction_ : dict or None
         With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from
-        ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` (``normal_equations_`` is the corrected
-        system); None otherwise.
+        ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` before solving (``normal_equations_``
+        keeps the uncorrected sums); None otherwise or after the fallback to plain least squares.
     settings_ : dict
     """
 
@@ -319,6 +332,7 @@ class PotentialEstimator(FittedPotentialMixin):
                 snapshots, hermite, time_scheme=self.time_scheme,
                 quadrature_points=self.quadrature_points, progress=self.progress,
             )
+        raw = ne
         if self.estimate_beta and self.correct_noise:
             ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
                                           quadrature_points=self.quadrature_points)
@@ -355,13 +369,16 @@ class PotentialEstimator(FittedPotentialMixin):
             ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
+        if self.estimate_beta and _noise_leaves_beta_open(ne, gamma, schur):
+            ne = raw  # solve() reads the enclosing ne
+            theta, gamma, schur = solve(lam)
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
             _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
-        b = ne.xtg + gamma * ne.xtc
-        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        b = raw.xtg + gamma * raw.xtc
+        hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc
         flat = coef.ravel()
         r2 = max(flat @ A @ flat + 2 * flat @ b + hh, 0.0)
         # learned attributes only now, after every check passed
@@ -373,7 +390,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.grid_ = grid
         self.penalty_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
-        self.normal_equations_ = ne
+        self.normal_equations_ = raw  # the data's sums (the posteriors rebuild the same from the data)
         self.noise_correction_ = getattr(ne, "correction", None)
         self.solver_ = "assembled"
         self.cg_info_ = None
@@ -412,6 +429,7 @@ class PotentialEstimator(FittedPotentialMixin):
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
+        raw = op.rhs
         if self.estimate_beta and self.correct_noise:
             op.rhs = correct_normal_equations(op.rhs, source, hermite, time_scheme=self.time_scheme,
                                               quadrature_points=self.quadrature_points)
@@ -420,15 +438,18 @@ class PotentialEstimator(FittedPotentialMixin):
         start = time.perf_counter()
         theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
                                                               progress=self.progress)
+        if self.estimate_beta and _noise_leaves_beta_open(op.rhs, gamma, info["schur"]):
+            op.rhs = raw
+            theta, gamma, lam, info = matfree.solve_regression(op, ridge, None, rtol=tol, progress=self.progress)
         info["seconds"] = time.perf_counter() - start
-        ne = op.rhs
+        ne = op.rhs  # corrected (when it is), for the identifiability; the residual from the raw sums
         identifiability = None
         if self.estimate_beta:
             identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
             _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
-        b = ne.xtg + gamma * ne.xtc
-        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        b = raw.xtg + gamma * raw.xtc
+        hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc
         flat = coef.ravel()
         r2 = max(flat @ op.matvec(flat) + 2 * flat @ b + hh, 0.0)
         self.beta_identifiability_ = identifiability
@@ -438,6 +459,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = None
         self.noise_correction_ = getattr(ne, "correction", None)
+        op.rhs = raw
         self.solver_ = solver
         self.cg_info_ = info
         self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
