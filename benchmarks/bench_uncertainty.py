@@ -28,6 +28,11 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    trigonometric psi, beta = 4 given, 31 snapshots, 32^2 nodes, 5% multiplicative noise): coverage
    of the 90% band at 4 and 8 Hermite elements with and without the basis column; and the noise-free
    data of part 2 with beta estimated: raw and corrected beta, interval.
+7. Beta from noisy density snapshots (``--only beta-noise``, issue 20): the clean data of part 6
+   (trigonometric psi, beta = 4) with 0, 1, 2, 5% multiplicative noise (seeds 0..3), beta estimated
+   at 4 and 6 Hermite elements by plain least squares (``correct_noise=False``) and by the default
+   corrected least squares (:mod:`fpirl.weakform.noise_bias`); the posterior's beta interval
+   (``posterior(est, s).beta_interval()``) and whether it covers 4.
 """
 
 import argparse
@@ -272,6 +277,47 @@ def basis_error(n_sets=12):
                   flush=True)
 
 
+def beta_noise(n_seeds=4):
+    import warnings
+
+    from fpirl import DensitySnapshots, Grid, PotentialEstimator
+    from fpirl.forward import SpectralSolver, von_mises_bump
+    from fpirl.problems.synthetic import smooth_function
+    from fpirl.uncertainty import posterior
+
+    beta = 4.0
+    f = smooth_function(2, True)
+    times = 0.02 * np.arange(31)
+    grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
+    solver = SpectralSolver([-1, -1], [1, 1], 96, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), beta)
+    clean = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times),
+                                    grid.coords), 0, None)
+    print("| noise | n_h | beta, plain LS (mean) | beta, corrected (per seed) | mean, sd | beta_corrected (mean) "
+          "| 90% interval (per seed) | covers 4 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for level in (0.0, 0.01, 0.02, 0.05):
+        for nh in (4, 6):
+            raw, corr, bc, iv, cov = [], [], [], [], 0
+            seeds = range(n_seeds if level else 1)
+            for seed in seeds:
+                rng = np.random.default_rng(seed)
+                s = DensitySnapshots(grid, times, clean * (1 + level * rng.standard_normal(clean.shape)))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    raw.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, correct_noise=False)
+                               .fit(s).beta_)
+                    est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+                    post = posterior(est, s, rng=seed)
+                lo, hi = post.beta_interval()
+                corr.append(est.beta_)
+                bc.append(post.beta_corrected if post.beta_corrected is not None else np.nan)
+                iv.append(f"[{lo:.2f}, {hi:.2f}]")
+                cov += lo <= beta <= hi
+            print(f"| {level:.0%} | {nh} | {np.mean(raw):.3f} ({100 * (np.mean(raw) / beta - 1):+.0f}%) | "
+                  f"{', '.join(f'{b:.2f}' for b in corr)} | {np.mean(corr):.3f} ({100 * (np.mean(corr) / beta - 1):+.1f}%), "
+                  f"{np.std(corr):.2f} | {np.nanmean(bc):.3f} | {' '.join(iv)} | {cov}/{len(seeds)} |", flush=True)
+
+
 def _state_action_file(path, d, n, n_times):
     """A smooth periodic density file on a state-action grid (half state, half action axes)."""
     from fpirl import DensitySnapshots, Grid
@@ -351,7 +397,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
-    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis"), help="run one part")
+    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis",
+                                                         "beta-noise"), help="run one part")
     ap.add_argument("--dims", default="4", help="dimensions of the default-vs-bare part (4 and/or 5)")
     ap.add_argument("--sets", type=int, default=12, help="noisy sets of the basis part's coverage table (recorded: 12)")
     args = ap.parse_args()
@@ -371,6 +418,8 @@ if __name__ == "__main__":
         snapshot_noise(10 if args.quick else 30)
     if args.only in (None, "basis"):
         basis_error(args.sets)
+    if args.only in (None, "beta-noise"):
+        beta_noise()
     if args.only in (None, "default"):
         default_vs_bare([int(v) for v in args.dims.split(",")])
     print("load average:", os.getloadavg())

@@ -32,7 +32,8 @@ from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import NormalEquations, assemble_normal_equations
-from ..weakform.noise_bias import CorrectedNormalEquations, correct_normal_equations
+from ..weakform.noise_bias import correct_normal_equations
+from ._beta_noise import NOISE_SHARE_MAX, coarse_beta, noise_leaves_beta_open, noise_share
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -108,19 +109,6 @@ def gcv_ridge(A, P, m, b, hh, n_rows, ratio):
         score = np.where(n_rows > dof, n_rows * rss / np.maximum(n_rows - dof, 0.0) ** 2, np.inf)
     k = int(np.argmin(score))
     return float(GCV_GRID[k]), {"ridge": GCV_GRID.copy(), "score": score, "dof": dof}
-
-
-def _noise_leaves_beta_open(ne, gamma, schur) -> bool:
-    """True (with a warning) when the noise-corrected system does not determine ``1/beta``
-    (non-positive Schur complement or ``gamma``): the fit then falls back to plain least squares."""
-    if not isinstance(ne, CorrectedNormalEquations) or (gamma > 0 and schur > 0):
-        return False
-    warnings.warn(
-        "the snapshot noise leaves beta undetermined once its bias is removed (corrected 1/beta = "
-        f"{gamma:.3g}); falling back to plain least squares, which overestimates beta on noisy data - "
-        "give --beta, or use more or less noisy snapshots", RuntimeWarning, stacklevel=4,
-    )
-    return True
 
 
 def _check_estimated_beta(gamma: float, identifiability: float) -> None:
@@ -217,6 +205,9 @@ class PotentialEstimator(FittedPotentialMixin):
         With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from
         ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` before solving (``normal_equations_``
         keeps the uncorrected sums); None otherwise or after the fallback to plain least squares.
+    beta_coarsening_ : int
+        Nodes per axis averaged into one for the estimate of beta (1: none; 2, 4: the corrected fit
+        was noise-dominated, :mod:`fpirl.estimators._beta_noise`, assembled path on periodic grids).
     settings_ : dict
     """
 
@@ -344,14 +335,15 @@ class PotentialEstimator(FittedPotentialMixin):
         m = hermite.mean_functional().ravel()
         ratio = np.trace(A) / np.trace(P)
 
-        def solve(lam):
+        def solve(lam, fixed=None):
             """``theta, gamma, schur``; one Cholesky factorisation of ``M = A + lam P + scale m m^T``
-            serves both right-hand sides of the bordered system (Schur complement for ``1/beta``)."""
+            serves both right-hand sides of the bordered system (Schur complement for ``1/beta``);
+            ``fixed``: ``1/beta`` given (from the block-averaged data)."""
             M = P * lam
             M += A
             M += scale * np.outer(m, m)
-            if not self.estimate_beta:
-                gamma = 1.0 / params["beta"]
+            if not self.estimate_beta or fixed is not None:
+                gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}
                 theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep)
                 self._factor = (float(lam), keep.get("factor"))  # the posterior's K (beta given): reused there
@@ -369,9 +361,15 @@ class PotentialEstimator(FittedPotentialMixin):
             ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
-        if self.estimate_beta and _noise_leaves_beta_open(ne, gamma, schur):
+        coarsening, correction = 1, None
+        if self.estimate_beta and noise_leaves_beta_open(ne, gamma, schur):
             ne = raw  # solve() reads the enclosing ne
             theta, gamma, schur = solve(lam)
+        elif self.estimate_beta and noise_share(ne, schur) > NOISE_SHARE_MAX:
+            got = coarse_beta(self, snapshots, params["elements"])  # noise-dominated: beta from block means
+            if got is not None:
+                coarsening, correction, ne = got[1], ne.correction, raw
+                theta, gamma = solve(lam, 1.0 / got[0])[:2]
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
@@ -391,7 +389,8 @@ class PotentialEstimator(FittedPotentialMixin):
         self.penalty_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = raw  # the data's sums (the posteriors rebuild the same from the data)
-        self.noise_correction_ = getattr(ne, "correction", None)
+        self.noise_correction_ = getattr(ne, "correction", correction)
+        self.beta_coarsening_ = coarsening
         self.solver_ = "assembled"
         self.cg_info_ = None
         self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled")
@@ -438,7 +437,7 @@ class PotentialEstimator(FittedPotentialMixin):
         start = time.perf_counter()
         theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
                                                               progress=self.progress)
-        if self.estimate_beta and _noise_leaves_beta_open(op.rhs, gamma, info["schur"]):
+        if self.estimate_beta and noise_leaves_beta_open(op.rhs, gamma, info["schur"]):
             op.rhs = raw
             theta, gamma, lam, info = matfree.solve_regression(op, ridge, None, rtol=tol, progress=self.progress)
         info["seconds"] = time.perf_counter() - start
@@ -459,6 +458,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = None
         self.noise_correction_ = getattr(ne, "correction", None)
+        self.beta_coarsening_ = 1
         op.rhs = raw
         self.solver_ = solver
         self.cg_info_ = info
