@@ -8,6 +8,7 @@ from fpirl.core.hermite import HermiteSpace
 from fpirl.forward import SpectralSolver, von_mises_bump
 from fpirl.problems.synthetic import smooth_function
 from fpirl.weakform.assembly import assemble_normal_equations, build_tables
+from fpirl.estimators._beta_noise import block_averaged
 from fpirl.weakform.noise_bias import NoiseVariance, expected_noise_terms, snapshot_noise_variance
 
 
@@ -58,7 +59,7 @@ def spectral_data():
     f = smooth_function(1, True)
     solver = SpectralSolver([-1], [1], 64, lambda x: f(x, (1,))[..., None], 2.0)
     times = 0.02 * np.arange(41)
-    grid = Grid([-1], [1], 64, boundary="periodic")
+    grid = Grid([-1], [1], 63, boundary="periodic")  # odd: no block averaging, the corrected fit itself
     vals = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1], [1], [0.3], 2.0), times), grid.coords), 0, None)
     return grid, times, vals
 
@@ -90,3 +91,36 @@ def test_noise_bias_of_beta_removed(spectral_data):
     se = np.std(corr) / np.sqrt(len(corr))  # the corrected estimator is unbiased, not precise (module doc)
     assert abs(np.mean(corr) - clean) < 3 * se, (np.mean(corr), se, clean)
     assert np.mean(raw) - clean > 10 * max(se, np.std(raw) / np.sqrt(len(raw))), (np.mean(raw), clean)
+
+
+def test_block_averages_sit_on_the_shifted_grid():
+    g = Grid([-1, 0], [1, 2], (8, 4), boundary="periodic")
+    v = np.arange(2 * 32, dtype=float).reshape(2, 8, 4) + 1.0
+    c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (1, 1))
+    assert c is None  # a coarse axis below MIN_COARSE_NODES
+    g = Grid([-1, 0], [1, 2], (16, 16), boundary="periodic")
+    v = 1.0 + np.random.default_rng(0).random((2, 16, 16))
+    c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (2, 2))
+    assert c.grid.shape == (8, 8) and c.grid.periodic
+    np.testing.assert_allclose(c.grid.coords[0], 0.5 * (g.coords[0][0::2] + g.coords[0][1::2]))
+    np.testing.assert_allclose(c.values[1, 3, 5], v[1, 6:8, 10:12].mean())
+    np.testing.assert_allclose(c.grid.integrate(c.values), g.integrate(v))  # block means keep the mass
+    assert block_averaged(DensitySnapshots(Grid([-1], [1], 16, boundary="reflecting"), [0.0, 0.1],
+                                           np.ones((2, 17))), (2,)) is None
+
+
+def test_noise_dominated_beta_from_block_means():
+    """2-D spectral-solver data with 5% noise: plain LS gives beta ~ 20x the truth; the default ~ 4."""
+    f = smooth_function(2, True)
+    solver = SpectralSolver([-1, -1], [1, 1], 48, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), 4.0)
+    times = 0.02 * np.arange(31)
+    grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
+    clean = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times),
+                                    grid.coords), 0, None)
+    s = DensitySnapshots(grid, times, clean * (1 + 0.05 * np.random.default_rng(1).standard_normal(clean.shape)))
+    raw = PotentialEstimator(hermite_elements=6, estimate_beta=True, correct_noise=False).fit(s)
+    est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
+    assert raw.beta_ > 40
+    assert est.beta_coarsening_ >= 2 and abs(est.beta_ / 4.0 - 1) < 0.06, (est.beta_, est.beta_coarsening_)
+    given = PotentialEstimator(hermite_elements=6, beta=est.beta_).fit(s)  # psi: the fit with that beta
+    np.testing.assert_allclose(est.coef_, given.coef_, rtol=1e-10, atol=1e-12)
