@@ -7,6 +7,7 @@ from fpirl import DensitySnapshots, Grid, PotentialEstimator
 from fpirl.core.hermite import HermiteSpace
 from fpirl.forward import SpectralSolver, von_mises_bump
 from fpirl.problems.synthetic import smooth_function
+from fpirl.uncertainty import posterior
 from fpirl.weakform.assembly import assemble_normal_equations, build_tables
 from fpirl.estimators._beta_noise import block_averaged
 from fpirl.weakform.noise_bias import NoiseVariance, expected_noise_terms, snapshot_noise_variance
@@ -124,3 +125,7 @@ def test_noise_dominated_beta_from_block_means():
     assert est.beta_coarsening_ >= 2 and abs(est.beta_ / 4.0 - 1) < 0.06, (est.beta_, est.beta_coarsening_)
     given = PotentialEstimator(hermite_elements=6, beta=est.beta_).fit(s)  # psi: the fit with that beta
     np.testing.assert_allclose(est.coef_, given.coef_, rtol=1e-10, atol=1e-12)
+    post = posterior(est, s, rng=1)  # the removed bias is no longer in gamma's interval; psi keeps its column
+    lo, hi = post.beta_interval()
+    assert lo <= 4.0 <= hi < 6.0, (lo, hi)
+    assert post.bias[-1] == 0.0 and np.any(post.bias[:-1] != 0.0)

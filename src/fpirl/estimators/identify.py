@@ -393,7 +393,8 @@ class PotentialEstimator(FittedPotentialMixin):
         self.beta_coarsening_ = coarsening
         self.solver_ = "assembled"
         self.cg_info_ = None
-        self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled")
+        self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled",
+                                        **({"beta_coarsening": coarsening} if self.estimate_beta else {}))
         return self
 
     def _settings(self, hermite, grid, ridge, selection, lam, solver, **more) -> dict:
@@ -463,5 +464,6 @@ class PotentialEstimator(FittedPotentialMixin):
         self.solver_ = solver
         self.cg_info_ = info
         self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
-                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol))
+                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol),
+                                        **({"beta_coarsening": 1} if self.estimate_beta else {}))
         return self

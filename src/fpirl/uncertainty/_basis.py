@@ -219,6 +219,11 @@ def add_basis_error(post, est, snapshots) -> None:
     h = post.hermite
     n = h.n_coef
     n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
+    if post.beta_estimated and post.bias is not None and getattr(inner, "noise_correction_", None) is not None:
+        # the fit removed the noise's bias from 1/beta (corrected least squares, fpirl.weakform.noise_bias):
+        # the snapshot model's second-order bias column no longer applies to gamma (psi keeps it)
+        post.factor[-1, n_noise] = 0.0
+        post.bias[-1] = 0.0
     col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
     col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
     post.basis = col
