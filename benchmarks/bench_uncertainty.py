@@ -283,10 +283,8 @@ def beta_noise(n_seeds=4):
     from fpirl import DensitySnapshots, Grid, PotentialEstimator
     from fpirl.forward import SpectralSolver, von_mises_bump
     from fpirl.problems.synthetic import smooth_function
-    from fpirl.estimators import identify
     from fpirl.uncertainty import posterior
 
-    share_max = identify.NOISE_SHARE_MAX
     beta = 4.0
     f = smooth_function(2, True)
     times = 0.02 * np.arange(31)
@@ -308,9 +306,8 @@ def beta_noise(n_seeds=4):
                     warnings.simplefilter("ignore")
                     raw.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, correct_noise=False)
                                .fit(s).beta_)
-                    identify.NOISE_SHARE_MAX = np.inf  # corrected least squares alone (no block means)
-                    alone.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s).beta_)
-                    identify.NOISE_SHARE_MAX = share_max
+                    alone.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, beta_block=1)  # no block means
+                                 .fit(s).beta_)
                     est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
                     post = posterior(est, s, rng=seed)
                 lo, hi = post.beta_interval()

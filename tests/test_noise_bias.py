@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fpirl import DensitySnapshots, Grid, PotentialEstimator
+from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
 from fpirl.core.hermite import HermiteSpace
 from fpirl.forward import SpectralSolver, von_mises_bump
 from fpirl.problems.synthetic import smooth_function
@@ -125,6 +125,10 @@ def test_noise_dominated_beta_from_block_means():
     assert est.beta_coarsening_ >= 2 and abs(est.beta_ / 4.0 - 1) < 0.06, (est.beta_, est.beta_coarsening_)
     given = PotentialEstimator(hermite_elements=6, beta=est.beta_).fit(s)  # psi: the fit with that beta
     np.testing.assert_allclose(est.coef_, given.coef_, rtol=1e-10, atol=1e-12)
+    forced = PotentialEstimator(hermite_elements=6, estimate_beta=True, beta_block=est.beta_coarsening_).fit(s)
+    assert forced.beta_ == pytest.approx(est.beta_, rel=1e-12) and forced.beta_coarsening_ == est.beta_coarsening_
+    with pytest.raises(FpirlInputError, match="beta_block must be a power of two"):
+        PotentialEstimator(hermite_elements=6, estimate_beta=True, beta_block=3).fit(s)
     post = posterior(est, s, rng=1)  # the removed bias is no longer in gamma's interval; psi keeps its column
     lo, hi = post.beta_interval()
     assert lo <= 4.0 <= hi < 6.0, (lo, hi)

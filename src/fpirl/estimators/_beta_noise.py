@@ -82,17 +82,38 @@ def block_averaged(snapshots: DensitySnapshots, elements) -> DensitySnapshots | 
     return DensitySnapshots(coarse, snapshots.times, mean)
 
 
-def coarse_beta(est, snapshots: DensitySnapshots, elements):
-    """The estimator ``est``'s settings refitted on :func:`block_averaged` snapshots: ``(beta, factor)``
-    with ``factor`` the total coarsening (2, 4, ...), or None where it cannot be done."""
-    coarse = block_averaged(snapshots, elements)
-    if coarse is None:
+def check_block(block) -> None:
+    """``beta_block``: None or a power of two (one-line :class:`FpirlInputError` otherwise)."""
+    if block is None:
+        return
+    if not (isinstance(block, (int, np.integer)) and block >= 1 and (int(block) & (int(block) - 1)) == 0):
+        raise FpirlInputError(f"beta_block must be a power of two (1, 2, 4, ...), got {block!r}")
+
+
+def coarse_beta(est, snapshots: DensitySnapshots, elements, share: float):
+    """beta from block means for the estimator ``est`` (its settings refitted on :func:`block_averaged`
+    snapshots): ``(beta, block)`` with ``block`` the nodes per axis averaged (2, 4, ...), or None
+    (no block means: ``est.beta_block`` is 1, or None and ``share <=`` :data:`NOISE_SHARE_MAX`, or the
+    grid cannot be coarsened).
+
+    With ``est.beta_block = b > 1`` the snapshots are averaged ``log2 b`` times and refitted without
+    further blocks (the basis-error refits of the posterior use the fine fit's block so that their
+    differences compare like with like); with None the rule of the module doc (recursive).
+    """
+    forced = est.beta_block
+    if forced == 1 or (forced is None and not share > NOISE_SHARE_MAX):
         return None
+    coarse, block = snapshots, 1
+    while block < (forced or 2):
+        coarse = block_averaged(coarse, elements)
+        if coarse is None:
+            return None
+        block *= 2
     params = {k: getattr(est, k) for k in ("estimate_beta", "ridge", "time_scheme", "quadrature_points",
                                            "normalize", "correct_noise")}
     try:
         fit = type(est)(hermite_elements=tuple(int(e) for e in elements), solver="assembled",
-                                 **params).fit(coarse)
+                        beta_block=1 if forced else None, **params).fit(coarse)
     except FpirlInputError:
         return None
-    return float(fit.beta_), 2 * int(fit.beta_coarsening_)
+    return float(fit.beta_), block * int(fit.beta_coarsening_)

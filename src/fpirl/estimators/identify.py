@@ -33,7 +33,7 @@ from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import NormalEquations, assemble_normal_equations
 from ..weakform.noise_bias import correct_normal_equations
-from ._beta_noise import NOISE_SHARE_MAX, coarse_beta, noise_leaves_beta_open, noise_share
+from ._beta_noise import check_block, coarse_beta, noise_leaves_beta_open, noise_share
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -169,10 +169,11 @@ class PotentialEstimator(FittedPotentialMixin):
         of the path (1e-10 exact, 1e-6 interpolated flux).
     correct_noise : bool
         With ``estimate_beta`` (default True): remove the expected snapshot-noise terms from the
-        blocks of the normal equations that involve ``1/beta`` (corrected least squares,
-        :mod:`fpirl.weakform.noise_bias`; the noise variance is estimated from third differences
-        in time, ~0 on smooth data). Plain least squares overestimates beta from noisy snapshots
-        without bound (5% noise, 32^2 nodes: 77 for 4). Ignored when beta is given.
+        blocks that involve ``1/beta`` (corrected least squares, :mod:`fpirl.weakform.noise_bias`;
+        ~0 on smooth data). Ignored when beta is given.
+    beta_block : int or None
+        With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
+        (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).
 
     Attributes
     ----------
@@ -206,8 +207,7 @@ class PotentialEstimator(FittedPotentialMixin):
         ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` before solving (``normal_equations_``
         keeps the uncorrected sums); None otherwise or after the fallback to plain least squares.
     beta_coarsening_ : int
-        Nodes per axis averaged into one for the estimate of beta (1: none; 2, 4: the corrected fit
-        was noise-dominated, :mod:`fpirl.estimators._beta_noise`, assembled path on periodic grids).
+        Nodes per axis averaged into one for beta (1: none; :mod:`fpirl.estimators._beta_noise`).
     settings_ : dict
     """
 
@@ -226,6 +226,7 @@ class PotentialEstimator(FittedPotentialMixin):
         cg_tol=None,
         scheduler=None,
         correct_noise=True,
+        beta_block=None,
     ):
         self.hermite_elements = hermite_elements
         self.beta = beta
@@ -239,6 +240,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.solver = solver
         self.cg_tol = cg_tol
         self.correct_noise = correct_noise
+        self.beta_block = beta_block
 
     # ------------------------------------------------------------------------------------
     def _check_params(self, grid: Grid) -> dict:
@@ -272,6 +274,7 @@ class PotentialEstimator(FittedPotentialMixin):
             raise FpirlInputError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
         if self.cg_tol is not None:
             positive(self.cg_tol, "cg_tol")
+        check_block(self.beta_block)
         return {"beta": beta, "ridge": ridge, "elements": elements}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
@@ -361,18 +364,17 @@ class PotentialEstimator(FittedPotentialMixin):
             ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
-        coarsening, correction = 1, None
+        coarsening, correction = 1, getattr(ne, "correction", None)
         if self.estimate_beta and noise_leaves_beta_open(ne, gamma, schur):
-            ne = raw  # solve() reads the enclosing ne
+            ne, correction = raw, None  # solve() reads the enclosing ne
             theta, gamma, schur = solve(lam)
-        elif self.estimate_beta and noise_share(ne, schur) > NOISE_SHARE_MAX:
-            got = coarse_beta(self, snapshots, params["elements"])  # noise-dominated: beta from block means
-            if got is not None:
-                coarsening, correction, ne = got[1], ne.correction, raw
-                theta, gamma = solve(lam, 1.0 / got[0])[:2]
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
+            got = coarse_beta(self, snapshots, params["elements"], noise_share(ne, schur))
+            if got is not None:  # beta from block means (noise-dominated, or beta_block given)
+                coarsening, ne = got[1], raw
+                theta, gamma = solve(lam, 1.0 / got[0])[:2]
             _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = raw.xtg + gamma * raw.xtc
@@ -389,7 +391,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.penalty_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = raw  # the data's sums (the posteriors rebuild the same from the data)
-        self.noise_correction_ = getattr(ne, "correction", correction)
+        self.noise_correction_ = correction
         self.beta_coarsening_ = coarsening
         self.solver_ = "assembled"
         self.cg_info_ = None

@@ -83,7 +83,9 @@ def coarse_refit(inner, snapshots, elements=None):
     if coarse is None:
         return None
     params = {k: getattr(inner, k) for k in ("beta", "estimate_beta", "ridge", "time_scheme",
-                                             "quadrature_points", "normalize")}
+                                             "quadrature_points", "normalize", "correct_noise")}
+    if inner.estimate_beta:  # beta from the same block means as the fine fit (fpirl.estimators._beta_noise)
+        params["beta_block"] = int(getattr(inner, "beta_coarsening_", 1))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
