@@ -20,7 +20,7 @@ def _raw(grid, times, values):
     return s
 
 
-@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit")])
+@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit"), ("reflecting", "midpoint")])
 def test_expected_noise_terms_match_monte_carlo(rng, boundary, scheme):
     """Oracle: the mean of the normal equations assembled on pure noise draws (independent code path)."""
     g = Grid([-1, -1], [1, 1], (5, 4), boundary=boundary)
@@ -106,8 +106,13 @@ def test_block_averages_sit_on_the_shifted_grid():
     np.testing.assert_allclose(c.grid.coords[0], 0.5 * (g.coords[0][0::2] + g.coords[0][1::2]))
     np.testing.assert_allclose(c.values[1, 3, 5], v[1, 6:8, 10:12].mean())
     np.testing.assert_allclose(c.grid.integrate(c.values), g.integrate(v))  # block means keep the mass
-    assert block_averaged(DensitySnapshots(Grid([-1], [1], 16, boundary="reflecting"), [0.0, 0.1],
-                                           np.ones((2, 17))), (2,)) is None
+    walls = Grid([-1], [1], 16, boundary="reflecting")  # bounded: every second node, walls kept
+    w = 1.0 + np.random.default_rng(1).random((2, 17))
+    c = block_averaged(DensitySnapshots(walls, [0.0, 0.1], w), (2,))
+    np.testing.assert_array_equal(c.grid.coords[0], walls.coords[0][::2])
+    np.testing.assert_array_equal(c.values, w[:, ::2])
+    assert block_averaged(DensitySnapshots(Grid([-1], [1], 17, boundary="reflecting"), [0.0, 0.1],
+                                           np.ones((2, 18))), (2,)) is None  # odd element count
 
 
 def test_noise_dominated_beta_from_block_means():

@@ -22,9 +22,13 @@ second-order error of the weak form itself); measured on the 2-D data: beta 4.24
 (4 elements), 4.04 instead of 4.07 (6 elements) without noise, and with 5% noise mean 4.27 /
 3.97, standard deviation 0.08 / 0.11 over four seeds.
 
-Only periodic grids whose node counts are even are coarsened (block means of a bounded axis would
-not sit on its walls); a coarse grid keeps at least :data:`MIN_COARSE_NODES` nodes and two per
-Hermite element on every axis.
+Bounded (reflecting) grids take every second node instead (block means would not sit on the walls):
+the noise is not averaged but amplified four times less; measured on 2-D finite-volume data with
+walls (33^2 nodes, beta = 4, 4 seeds): 1% noise 3.95 +- 0.02, 2% 3.99 +- 0.06 against 4.24 and 4.92
+for the corrected fit alone (whose remaining bias is second order: the noise of ``X^T c`` inflates
+``X^T c . A^-1 X^T c``, which the first-moment correction does not remove). Coarsening needs an
+even number of elements per axis; a coarse grid keeps at least :data:`MIN_COARSE_NODES` nodes and
+two per Hermite element on every axis.
 """
 
 from __future__ import annotations
@@ -67,13 +71,21 @@ def noise_share(ne, schur: float) -> float:
 
 
 def block_averaged(snapshots: DensitySnapshots, elements) -> DensitySnapshots | None:
-    """Means over blocks of ``2^d`` nodes on the grid shifted by half a node, or None (module doc)."""
+    """The snapshots on a grid with half the elements per axis (module doc), or None.
+
+    Periodic grids (even node counts): means over blocks of ``2^d`` nodes, on the grid shifted by
+    half a node. Bounded grids (even element counts): every second node, the walls kept (block means
+    would not sit on the walls; the noise is not averaged, only amplified four times less).
+    """
     grid = snapshots.grid
-    shape = np.asarray(grid.shape)
-    if not grid.periodic or np.any(shape % 2) or np.any(shape // 2 < np.maximum(MIN_COARSE_NODES,
-                                                                              2 * np.asarray(elements))):
+    shape = np.asarray(grid.elements)
+    if np.any(shape % 2) or np.any(shape // 2 < np.maximum(MIN_COARSE_NODES, 2 * np.asarray(elements))):
         return None
     v = snapshots.values
+    if not grid.periodic:
+        coarse = Grid(grid.lower, grid.upper, tuple(int(n) for n in shape // 2), grid.names, grid.roles,
+                      grid.boundary)
+        return DensitySnapshots(coarse, snapshots.times, v[(slice(None),) + (slice(None, None, 2),) * grid.ndim])
     split = (v.shape[0],) + tuple(x for n in shape for x in (n // 2, 2))
     mean = v.reshape(split).mean(axis=tuple(range(2, 2 * grid.ndim + 1, 2)))
     half = 0.5 * grid.spacing

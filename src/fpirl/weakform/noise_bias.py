@@ -35,8 +35,8 @@ Kay and Titterington, 1990) in time and space: the third differences along time
 over nodes and snapshots, with a variance that varies slowly, the filtered value ``f`` has
 ``E f^2 = v``; the smooth signal is annihilated up to ``O(dt^3 h^2)`` (the time filter alone
 leaves the fast early transients of spectral-solver data, which moved beta by 0.6%). ``v_k`` is
-the mean of ``f_j^2`` over the windows containing snapshot ``k``; without periodic boundaries the
-outermost nodes take the value of their inner neighbour. No noise shape (multiplicative or
+the mean of ``f_j^2`` over the windows containing snapshot ``k``; without periodic boundaries an
+axis takes the one-sided second difference at its end nodes. No noise shape (multiplicative or
 additive) is assumed. Fewer than :data:`MIN_SNAPSHOTS` snapshots or 3 nodes on an axis: no correction.
 
 What it does not do: the corrected estimator is consistent but not more precise. At 5% noise on
@@ -117,23 +117,35 @@ def snapshot_noise_variance(source) -> NoiseVariance | None:
     return NoiseVariance(total, first, last)
 
 
+def _second_difference(d: np.ndarray, axis: int) -> np.ndarray:
+    """``d[n-1] - 2 d[n] + d[n+1]`` along ``axis``, one-sided (``n, n+1, n+2``) at the two ends."""
+    n = d.shape[axis]
+    take = lambda a, b: d.take(np.arange(a, b), axis=axis)  # noqa: E731
+    inner = take(0, n - 2) - 2.0 * take(1, n - 1) + take(2, n)
+    return np.concatenate([inner.take([0], axis=axis), inner, inner.take([-1], axis=axis)], axis=axis)
+
+
 def _laplacian(d: np.ndarray, periodic: bool) -> np.ndarray:
-    """Unit-norm discrete Laplacian over the grid axes (``1..``) of ``d`` (module doc)."""
+    """Unit-norm discrete Laplacian over the grid axes (``1..``) of ``d`` (module doc).
+
+    Without periodic boundaries an axis takes the one-sided second difference at its two end
+    nodes; each node is scaled by the norm of its own stencil (``m`` one-sided axes of ``D``:
+    ``(m - 2 (D - m))^2 + 5 m + 2 (D - m)``).
+    """
     nd = d.ndim - 1
-    scale = 1.0 / np.sqrt(4.0 * nd**2 + 2.0 * nd)
     if periodic:
         out = -2.0 * nd * d
         for b in range(1, d.ndim):
             out += np.roll(d, 1, axis=b) + np.roll(d, -1, axis=b)
-        return out * scale
-    inner = (slice(None),) + (slice(1, -1),) * nd
-    out = -2.0 * nd * d[inner]
-    for b in range(1, d.ndim):
-        lo = list(inner)
-        hi = list(inner)
-        lo[b], hi[b] = slice(0, -2), slice(2, None)
-        out += d[tuple(lo)] + d[tuple(hi)]
-    return np.pad(out * scale, [(0, 0)] + [(1, 1)] * nd, mode="edge")
+        return out / np.sqrt(4.0 * nd**2 + 2.0 * nd)
+    out = sum(_second_difference(d, b) for b in range(1, d.ndim))
+    ends = 0
+    for b, n in enumerate(d.shape[1:]):
+        e = np.zeros(n)
+        e[[0, -1]] = 1.0
+        ends = ends + e.reshape((-1,) + (1,) * (nd - 1 - b))
+    m = np.asarray(ends, dtype=float)
+    return out / np.sqrt((m - 2.0 * (nd - m)) ** 2 + 5.0 * m + 2.0 * (nd - m))
 
 
 def _step_weights(var: NoiseVariance, dt: float, time_scheme: str):
