@@ -29,7 +29,8 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    of the 90% band at 4 and 8 Hermite elements with and without the basis column; and the noise-free
    data of part 2 with beta estimated: raw and corrected beta, interval.
 7. Beta from noisy density snapshots (``--only beta-noise``, issue 20): the clean data of part 6
-   (trigonometric psi, beta = 4) with 0, 1, 2, 5% multiplicative noise (seeds 0..3), beta estimated
+   (trigonometric psi, beta = 4) and 2-D finite-volume data with walls (97^2 points, 33^2 nodes,
+   beta = 4) with 0, 1, 2, 5% multiplicative noise (seeds 0..3), beta estimated
    at 4 and 6 Hermite elements by plain least squares (``correct_noise=False``) and by the default
    corrected least squares (:mod:`fpirl.weakform.noise_bias`); the posterior's beta interval
    (``posterior(est, s).beta_interval()``) and whether it covers 4.
@@ -282,45 +283,54 @@ def beta_noise(n_seeds=4):
 
     from fpirl import DensitySnapshots, Grid, PotentialEstimator
     from fpirl.forward import SpectralSolver, von_mises_bump
+    from fpirl.forward.finite_volume import FiniteVolumeSolver
     from fpirl.problems.synthetic import smooth_function
     from fpirl.uncertainty import posterior
 
     beta = 4.0
-    f = smooth_function(2, True)
     times = 0.02 * np.arange(31)
+    f = smooth_function(2, True)
     grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
     solver = SpectralSolver([-1, -1], [1, 1], 96, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), beta)
-    clean = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times),
-                                    grid.coords), 0, None)
-    print("| noise | n_h | beta, plain LS (mean) | corrected LS alone: mean, sd | default: per seed | mean, sd "
+    sets = {"spectral, periodic": (grid, np.clip(solver.evaluate(
+        solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times), grid.coords), 0, None))}
+    fb = smooth_function(2, False)
+    walls = Grid([-1, -1], [1, 1], 32, boundary="reflecting")
+    fv = FiniteVolumeSolver([-1, -1], [1, 1], 97, lambda x: fb(x, (0, 0)), beta)
+    x = np.stack(np.meshgrid(*[np.linspace(-1, 1, 97)] * 2, indexing="ij"), -1)
+    p0 = np.exp(-6 * np.sum((x - np.array([0.4, -0.3])) ** 2, -1)) + 0.05
+    sets["finite volume, walls"] = (walls, np.clip(fv.evaluate(fv.solve(p0, times), walls.coords), 0, None))
+    print("| data | noise | n_h | beta, plain LS (mean) | corrected LS alone: mean, sd | default: per seed | mean, sd "
           "| block | beta_corrected (mean) | 90% interval (per seed) | covers 4 |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for level in (0.0, 0.01, 0.02, 0.05):
-        for nh in (4, 6):
-            raw, alone, corr, bc, iv, cov = [], [], [], [], [], 0
-            seeds = range(n_seeds if level else 1)
-            for seed in seeds:
-                rng = np.random.default_rng(seed)
-                s = DensitySnapshots(grid, times, clean * (1 + level * rng.standard_normal(clean.shape)))
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    raw.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, correct_noise=False)
-                               .fit(s).beta_)
-                    alone.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, beta_block=1)  # no block means
-                                 .fit(s).beta_)
-                    est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
-                    post = posterior(est, s, rng=seed)
-                lo, hi = post.beta_interval()
-                corr.append(est.beta_)
-                block = est.beta_coarsening_
-                bc.append(post.beta_corrected if post.beta_corrected is not None else np.nan)
-                iv.append(f"[{lo:.2f}, {hi:.2f}]")
-                cov += lo <= beta <= hi
-            print(f"| {level:.0%} | {nh} | {np.mean(raw):.3f} ({100 * (np.mean(raw) / beta - 1):+.0f}%) | "
-                  f"{np.mean(alone):.3f}, {np.std(alone):.2f} | "
-                  f"{', '.join(f'{b:.2f}' for b in corr)} | {np.mean(corr):.3f} ({100 * (np.mean(corr) / beta - 1):+.1f}%), "
-                  f"{np.std(corr):.2f} | {block} | {np.nanmean(bc):.3f} ({100 * (np.nanmean(bc) / beta - 1):+.1f}%) | "
-                  f"{' '.join(iv)} | {cov}/{len(seeds)} |", flush=True)
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, (grid, clean) in sets.items():
+        for level in (0.0, 0.01, 0.02, 0.05):
+            for nh in (4, 6):
+                raw, alone, corr, bc, iv, cov = [], [], [], [], [], 0
+                seeds = range(n_seeds if level else 1)
+                for seed in seeds:
+                    rng = np.random.default_rng(seed)
+                    s = DensitySnapshots(grid, times, clean * (1 + level * rng.standard_normal(clean.shape)))
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        raw.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, correct_noise=False)
+                                   .fit(s).beta_)
+                        alone.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, beta_block=1)
+                                     .fit(s).beta_)  # no block means
+                        est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+                        post = posterior(est, s, rng=seed)
+                    lo, hi = post.beta_interval()
+                    corr.append(est.beta_)
+                    block = est.beta_coarsening_
+                    bc.append(post.beta_corrected if post.beta_corrected is not None else np.nan)
+                    iv.append(f"[{lo:.2f}, {hi:.2f}]")
+                    cov += lo <= beta <= hi
+                print(f"| {label} | {level:.0%} | {nh} | {np.mean(raw):.3f} ({100 * (np.mean(raw) / beta - 1):+.0f}%) | "
+                      f"{np.mean(alone):.3f}, {np.std(alone):.2f} | "
+                      f"{', '.join(f'{b:.2f}' for b in corr)} | {np.mean(corr):.3f} "
+                      f"({100 * (np.mean(corr) / beta - 1):+.1f}%), {np.std(corr):.2f} | {block} | "
+                      f"{np.nanmean(bc):.3f} ({100 * (np.nanmean(bc) / beta - 1):+.1f}%) | "
+                      f"{' '.join(iv)} | {cov}/{len(seeds)} |", flush=True)
 
 
 def _state_action_file(path, d, n, n_times):

@@ -95,24 +95,24 @@ def test_noise_bias_of_beta_removed(spectral_data):
 
 
 def test_block_averages_sit_on_the_shifted_grid():
-    g = Grid([-1, 0], [1, 2], (8, 4), boundary="periodic")
-    v = np.arange(2 * 32, dtype=float).reshape(2, 8, 4) + 1.0
+    g = Grid([-1, 0], [1, 2], (32, 16), boundary="periodic")
+    v = np.ones((2, 32, 16))
     c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (1, 1))
     assert c is None  # a coarse axis below MIN_COARSE_NODES
-    g = Grid([-1, 0], [1, 2], (16, 16), boundary="periodic")
-    v = 1.0 + np.random.default_rng(0).random((2, 16, 16))
+    g = Grid([-1, 0], [1, 2], (32, 32), boundary="periodic")
+    v = 1.0 + np.random.default_rng(0).random((2, 32, 32))
     c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (2, 2))
-    assert c.grid.shape == (8, 8) and c.grid.periodic
+    assert c.grid.shape == (16, 16) and c.grid.periodic
     np.testing.assert_allclose(c.grid.coords[0], 0.5 * (g.coords[0][0::2] + g.coords[0][1::2]))
     np.testing.assert_allclose(c.values[1, 3, 5], v[1, 6:8, 10:12].mean())
     np.testing.assert_allclose(c.grid.integrate(c.values), g.integrate(v))  # block means keep the mass
-    walls = Grid([-1], [1], 16, boundary="reflecting")  # bounded: every second node, walls kept
-    w = 1.0 + np.random.default_rng(1).random((2, 17))
+    walls = Grid([-1], [1], 32, boundary="reflecting")  # bounded: every second node, walls kept
+    w = 1.0 + np.random.default_rng(1).random((2, 33))
     c = block_averaged(DensitySnapshots(walls, [0.0, 0.1], w), (2,))
     np.testing.assert_array_equal(c.grid.coords[0], walls.coords[0][::2])
     np.testing.assert_array_equal(c.values, w[:, ::2])
-    assert block_averaged(DensitySnapshots(Grid([-1], [1], 17, boundary="reflecting"), [0.0, 0.1],
-                                           np.ones((2, 18))), (2,)) is None  # odd element count
+    assert block_averaged(DensitySnapshots(Grid([-1], [1], 33, boundary="reflecting"), [0.0, 0.1],
+                                           np.ones((2, 34))), (2,)) is None  # odd element count
 
 
 def test_noise_dominated_beta_from_block_means():

@@ -27,8 +27,8 @@ the noise is not averaged but amplified four times less; measured on 2-D finite-
 walls (33^2 nodes, beta = 4, 4 seeds): 1% noise 3.95 +- 0.02, 2% 3.99 +- 0.06 against 4.24 and 4.92
 for the corrected fit alone (whose remaining bias is second order: the noise of ``X^T c`` inflates
 ``X^T c . A^-1 X^T c``, which the first-moment correction does not remove). Coarsening needs an
-even number of elements per axis; a coarse grid keeps at least :data:`MIN_COARSE_NODES` nodes and
-two per Hermite element on every axis.
+even number of elements per axis; a coarse grid keeps at least :data:`MIN_COARSE_NODES` elements
+and two per Hermite element on every axis.
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ from ..weakform.noise_bias import CorrectedNormalEquations
 #: (module doc: where the corrected estimate's scatter, about ``0.05 rho`` of beta, passes the
 #: ``O(h^2)`` smoothing error of the block means, 1-2%).
 NOISE_SHARE_MAX = 0.25
-#: Fewest nodes per axis of a coarsened grid.
-MIN_COARSE_NODES = 8
+#: Fewest elements per axis of a coarsened grid: below, the weak form's own discretisation error
+#: takes over (2-D finite-volume data with walls: beta -1.7% noise-free on 16 elements, -4.5% to
+#: -8% on 8 elements at 2-5% noise; docs/benchmarks.md).
+MIN_COARSE_NODES = 16
 
 
 def noise_leaves_beta_open(ne, gamma, schur) -> bool:
