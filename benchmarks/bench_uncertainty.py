@@ -31,6 +31,12 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
 7. The bare fit against GEMM (``--only bare [--before SRC] [--rounds N]``, issue 20): the 4-D case of
    part 5, GEMM / ``fit --uncertainty none`` / GEMM in fresh processes, N rounds; ``--before SRC``
    also times another fpirl source tree (e.g. an older commit's ``src``) in the same rounds.
+8. Beta from noisy density snapshots (``--only beta-noise``, issue 20): the clean data of part 6
+   (trigonometric psi, beta = 4) and 2-D finite-volume data with walls (97^2 points, 33^2 nodes,
+   beta = 4) with 0, 1, 2, 5% multiplicative noise (seeds 0..3), beta estimated
+   at 4 and 6 Hermite elements by plain least squares (``correct_noise=False``) and by the default
+   corrected least squares (:mod:`fpirl.weakform.noise_bias`); the posterior's beta interval
+   (``posterior(est, s).beta_interval()``) and whether it covers 4.
 """
 
 import argparse
@@ -275,6 +281,79 @@ def basis_error(n_sets=12):
                   flush=True)
 
 
+def beta_noise(n_seeds=4):
+    import warnings
+
+    from fpirl import DensitySnapshots, Grid, PotentialEstimator
+    from fpirl.forward import SpectralSolver, von_mises_bump
+    from fpirl.forward.finite_volume import FiniteVolumeSolver
+    from fpirl.problems.synthetic import smooth_function
+    from fpirl.uncertainty import posterior
+
+    beta = 4.0
+    times = 0.02 * np.arange(31)
+    f = smooth_function(2, True)
+    grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
+    solver = SpectralSolver([-1, -1], [1, 1], 96, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), beta)
+    sets = {"spectral, periodic": (grid, np.clip(solver.evaluate(
+        solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times), grid.coords), 0, None))}
+    fb = smooth_function(2, False)
+    walls = Grid([-1, -1], [1, 1], 32, boundary="reflecting")
+    fv = FiniteVolumeSolver([-1, -1], [1, 1], 97, lambda x: fb(x, (0, 0)), beta)
+    x = np.stack(np.meshgrid(*[np.linspace(-1, 1, 97)] * 2, indexing="ij"), -1)
+    p0 = np.exp(-6 * np.sum((x - np.array([0.4, -0.3])) ** 2, -1)) + 0.05
+    sets["finite volume, walls"] = (walls, np.clip(fv.evaluate(fv.solve(p0, times), walls.coords), 0, None))
+    print("| data | noise | n_h | beta, plain LS (mean) | corrected LS alone: mean, sd | default: per seed | mean, sd "
+          "| block | beta_corrected (mean) | 90% interval (per seed) | covers 4 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, (grid, clean) in sets.items():
+        for level in (0.0, 0.01, 0.02, 0.05):
+            for nh in (4, 6):
+                raw, alone, corr, bc, iv, cov = [], [], [], [], [], 0
+                seeds = range(n_seeds if level else 1)
+                for seed in seeds:
+                    rng = np.random.default_rng(seed)
+                    s = DensitySnapshots(grid, times, clean * (1 + level * rng.standard_normal(clean.shape)))
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        raw.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, correct_noise=False)
+                                   .fit(s).beta_)
+                        alone.append(PotentialEstimator(hermite_elements=nh, estimate_beta=True, beta_block=1)
+                                     .fit(s).beta_)  # no block means
+                        est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+                        post = posterior(est, s, rng=seed)
+                    lo, hi = post.beta_interval()
+                    corr.append(est.beta_)
+                    block = est.beta_coarsening_
+                    bc.append(post.beta_corrected if post.beta_corrected is not None else np.nan)
+                    iv.append(f"[{lo:.2f}, {hi:.2f}]")
+                    cov += lo <= beta <= hi
+                print(f"| {label} | {level:.0%} | {nh} | {np.mean(raw):.3f} ({100 * (np.mean(raw) / beta - 1):+.0f}%) | "
+                      f"{np.mean(alone):.3f}, {np.std(alone):.2f} | "
+                      f"{', '.join(f'{b:.2f}' for b in corr)} | {np.mean(corr):.3f} "
+                      f"({100 * (np.mean(corr) / beta - 1):+.1f}%), {np.std(corr):.2f} | {block} | "
+                      f"{np.nanmean(bc):.3f} ({100 * (np.nanmean(bc) / beta - 1):+.1f}%) | "
+                      f"{' '.join(iv)} | {cov}/{len(seeds)} |", flush=True)
+    # clean data with coarse time steps: the variance estimate must not take signal for noise
+    print("| dt | snapshots | elements | spectral, periodic: beta plain -> corrected | finite volume, walls |")
+    print("| --- | --- | --- | --- | --- |")
+    for dt, n_t in ((0.02, 31), (0.05, 12), (0.1, 8), (0.2, 5)):
+        t = dt * np.arange(n_t)
+        for el in (16, 32):
+            out = []
+            for g, vals in ((Grid([-1, -1], [1, 1], el, boundary="periodic"), None),
+                            (Grid([-1, -1], [1, 1], el, boundary="reflecting"), None)):
+                if g.periodic:
+                    vals = solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), t), g.coords)
+                else:
+                    vals = fv.evaluate(fv.solve(p0, t), g.coords)
+                s = DensitySnapshots(g, t, np.clip(vals, 0, None))
+                a = PotentialEstimator(hermite_elements=4, estimate_beta=True, correct_noise=False).fit(s).beta_
+                b = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s).beta_
+                out.append(f"{a:.4f} -> {b:.4f} ({100 * (b / a - 1):+.2f}%)")
+            print(f"| {dt} | {n_t} | {el}^2 | {out[0]} | {out[1]} |", flush=True)
+
+
 def _state_action_file(path, d, n, n_times):
     """A smooth periodic density file on a state-action grid (half state, half action axes)."""
     from fpirl import DensitySnapshots, Grid
@@ -393,8 +472,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
-    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis", "bare"),
-                    help="run one part")
+    ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis", "bare",
+                                       "beta-noise"), help="run one part")
     ap.add_argument("--before", metavar="SRC", help="--only bare: also time the fpirl source tree at SRC")
     ap.add_argument("--rounds", type=int, default=2, help="--only bare: rounds")
     ap.add_argument("--dims", default="4", help="dimensions of the default-vs-bare part (4 and/or 5)")
@@ -416,6 +495,8 @@ if __name__ == "__main__":
         snapshot_noise(10 if args.quick else 30)
     if args.only in (None, "basis"):
         basis_error(args.sets)
+    if args.only in (None, "beta-noise"):
+        beta_noise()
     if args.only in (None, "default"):
         default_vs_bare([int(v) for v in args.dims.split(",")])
     if args.only == "bare":

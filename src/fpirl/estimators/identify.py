@@ -33,6 +33,8 @@ from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import NormalEquations, assemble_normal_equations
+from ..weakform.noise_bias import correct_normal_equations
+from ._beta_noise import check_block, coarse_beta, noise_leaves_beta_open, noise_share
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -171,6 +173,13 @@ class PotentialEstimator(FittedPotentialMixin):
     cg_tol : float or None
         Relative residual at which the matrix-free CG solves stop; None (default): :data:`CG_TOL`
         of the path (1e-10 exact, 1e-6 the flux quadratures).
+    correct_noise : bool
+        With ``estimate_beta`` (default True): remove the expected snapshot-noise terms from the
+        blocks that involve ``1/beta`` (corrected least squares, :mod:`fpirl.weakform.noise_bias`;
+        ~0 on smooth data). Ignored when beta is given.
+    beta_block : int or None
+        With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
+        (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).
 
     Attributes
     ----------
@@ -200,6 +209,12 @@ class PotentialEstimator(FittedPotentialMixin):
     cg_info_ : dict or None
         Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``
         (``matvecs``) and the wall time of the solve (``seconds``).
+    noise_correction_ : dict or None
+        With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from
+        ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` before solving (``normal_equations_``
+        keeps the uncorrected sums); None otherwise or after the fallback to plain least squares.
+    beta_coarsening_ : int
+        Nodes per axis averaged into one for beta (1: none; :mod:`fpirl.estimators._beta_noise`).
     settings_ : dict
     """
 
@@ -217,6 +232,8 @@ class PotentialEstimator(FittedPotentialMixin):
         solver="auto",
         cg_tol=None,
         scheduler=None,
+        correct_noise=True,
+        beta_block=None,
     ):
         self.hermite_elements = hermite_elements
         self.beta = beta
@@ -229,6 +246,8 @@ class PotentialEstimator(FittedPotentialMixin):
         self.scheduler = scheduler
         self.solver = solver
         self.cg_tol = cg_tol
+        self.correct_noise = correct_noise
+        self.beta_block = beta_block
 
     # ------------------------------------------------------------------------------------
     def _check_params(self, grid: Grid) -> dict:
@@ -262,6 +281,7 @@ class PotentialEstimator(FittedPotentialMixin):
             raise FpirlInputError(f"solver must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
         if self.cg_tol is not None:
             positive(self.cg_tol, "cg_tol")
+        check_block(self.beta_block)
         return {"beta": beta, "ridge": ridge, "elements": elements}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
@@ -313,6 +333,10 @@ class PotentialEstimator(FittedPotentialMixin):
                 snapshots, hermite, time_scheme=self.time_scheme,
                 quadrature_points=self.quadrature_points, progress=self.progress,
             )
+        raw = ne
+        if self.estimate_beta and self.correct_noise:
+            ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
+                                          quadrature_points=self.quadrature_points)
         A = ne.xtx
         scale = np.trace(A) / A.shape[0]
         if not scale > 0:
@@ -321,14 +345,15 @@ class PotentialEstimator(FittedPotentialMixin):
         m = hermite.mean_functional().ravel()
         ratio = np.trace(A) / np.trace(P)
 
-        def solve(lam):
+        def solve(lam, fixed=None):
             """``theta, gamma, schur``; one Cholesky factorisation of ``M = A + lam P + scale m m^T``
-            serves both right-hand sides of the bordered system (Schur complement for ``1/beta``)."""
+            serves both right-hand sides of the bordered system (Schur complement for ``1/beta``);
+            ``fixed``: ``1/beta`` given (from the block-averaged data)."""
             M = P * lam
             M += A
             M += scale * np.outer(m, m)
-            if not self.estimate_beta:
-                gamma = 1.0 / params["beta"]
+            if not self.estimate_beta or fixed is not None:
+                gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}
                 theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep)
                 self._factor = (float(lam), keep.get("factor"))  # the posterior's K (beta given): reused there
@@ -346,13 +371,21 @@ class PotentialEstimator(FittedPotentialMixin):
             ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
+        coarsening, correction = 1, getattr(ne, "correction", None)
+        if self.estimate_beta and noise_leaves_beta_open(ne, gamma, schur):
+            ne, correction = raw, None  # solve() reads the enclosing ne
+            theta, gamma, schur = solve(lam)
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
+            got = coarse_beta(self, snapshots, params["elements"], noise_share(ne, schur))
+            if got is not None:  # beta from block means (noise-dominated, or beta_block given)
+                coarsening, ne = got[1], raw
+                theta, gamma = solve(lam, 1.0 / got[0])[:2]
             _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
-        b = ne.xtg + gamma * ne.xtc
-        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        b = raw.xtg + gamma * raw.xtc
+        hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc
         flat = coef.ravel()
         r2 = max(flat @ A @ flat + 2 * flat @ b + hh, 0.0)
         # learned attributes only now, after every check passed
@@ -364,10 +397,13 @@ class PotentialEstimator(FittedPotentialMixin):
         self.grid_ = grid
         self.penalty_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
-        self.normal_equations_ = ne
+        self.normal_equations_ = raw  # the data's sums (the posteriors rebuild the same from the data)
+        self.noise_correction_ = correction
+        self.beta_coarsening_ = coarsening
         self.solver_ = "assembled"
         self.cg_info_ = None
-        self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled")
+        self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled",
+                                        **({"beta_coarsening": coarsening} if self.estimate_beta else {}))
         return self
 
     def _settings(self, hermite, grid, ridge, selection, lam, solver, **more) -> dict:
@@ -382,6 +418,7 @@ class PotentialEstimator(FittedPotentialMixin):
             "time_scheme": self.time_scheme,
             "quadrature_points": int(self.quadrature_points),
             "beta_estimated": int(bool(self.estimate_beta)),
+            "beta_noise_corrected": int(bool(self.estimate_beta and self.correct_noise)),
             "normalize": int(bool(self.normalize)),
             "solver": solver,
             **more,
@@ -403,20 +440,27 @@ class PotentialEstimator(FittedPotentialMixin):
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
+        raw = op.rhs
+        if self.estimate_beta and self.correct_noise:
+            op.rhs = correct_normal_equations(op.rhs, source, hermite, time_scheme=self.time_scheme,
+                                              quadrature_points=self.quadrature_points)
         gamma = None if beta is None else 1.0 / beta
         tol = CG_TOL[solver] if self.cg_tol is None else self.cg_tol
         start = time.perf_counter()
         theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
                                                               progress=self.progress)
+        if self.estimate_beta and noise_leaves_beta_open(op.rhs, gamma, info["schur"]):
+            op.rhs = raw
+            theta, gamma, lam, info = matfree.solve_regression(op, ridge, None, rtol=tol, progress=self.progress)
         info["seconds"] = time.perf_counter() - start
-        ne = op.rhs
+        ne = op.rhs  # corrected (when it is), for the identifiability; the residual from the raw sums
         identifiability = None
         if self.estimate_beta:
             identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
             _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
-        b = ne.xtg + gamma * ne.xtc
-        hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
+        b = raw.xtg + gamma * raw.xtc
+        hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc
         flat = coef.ravel()
         r2 = max(flat @ op.matvec(flat) + 2 * flat @ b + hh, 0.0)
         self.beta_identifiability_ = identifiability
@@ -425,8 +469,12 @@ class PotentialEstimator(FittedPotentialMixin):
         self.gcv_ = None
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = None
+        self.noise_correction_ = getattr(ne, "correction", None)
+        self.beta_coarsening_ = 1
+        op.rhs = raw
         self.solver_ = solver
         self.cg_info_ = info
         self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
-                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol))
+                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol),
+                                        **({"beta_coarsening": 1} if self.estimate_beta else {}))
         return self

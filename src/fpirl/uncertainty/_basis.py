@@ -83,7 +83,9 @@ def coarse_refit(inner, snapshots, elements=None):
     if coarse is None:
         return None
     params = {k: getattr(inner, k) for k in ("beta", "estimate_beta", "ridge", "time_scheme",
-                                             "quadrature_points", "normalize")}
+                                             "quadrature_points", "normalize", "correct_noise")}
+    if inner.estimate_beta:  # beta from the same block means as the fine fit (fpirl.estimators._beta_noise)
+        params["beta_block"] = int(getattr(inner, "beta_coarsening_", 1))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -219,6 +221,11 @@ def add_basis_error(post, est, snapshots) -> None:
     h = post.hermite
     n = h.n_coef
     n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
+    if post.beta_estimated and post.bias is not None and getattr(inner, "noise_correction_", None) is not None:
+        # the fit removed the noise's bias from 1/beta (corrected least squares, fpirl.weakform.noise_bias):
+        # the snapshot model's second-order bias column no longer applies to gamma (psi keeps it)
+        post.factor[-1, n_noise] = 0.0
+        post.bias[-1] = 0.0
     col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
     col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
     post.basis = col

@@ -1,0 +1,140 @@
+"""Corrected least squares for beta from noisy snapshots (fpirl.weakform.noise_bias, issue 20)."""
+
+import numpy as np
+import pytest
+
+from fpirl import DensitySnapshots, FpirlInputError, Grid, PotentialEstimator
+from fpirl.core.hermite import HermiteSpace
+from fpirl.forward import SpectralSolver, von_mises_bump
+from fpirl.problems.synthetic import smooth_function
+from fpirl.uncertainty import posterior
+from fpirl.weakform.assembly import assemble_normal_equations, build_tables
+from fpirl.estimators._beta_noise import block_averaged
+from fpirl.weakform.noise_bias import NoiseVariance, expected_noise_terms, snapshot_noise_variance
+
+
+def _raw(grid, times, values):
+    """Snapshots without the checks (pure noise is negative): the assembly is a quadratic form."""
+    s = object.__new__(DensitySnapshots)
+    s.grid, s.times, s.values = grid, np.asarray(times, float), values
+    return s
+
+
+@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit"), ("reflecting", "midpoint")])
+def test_expected_noise_terms_match_monte_carlo(rng, boundary, scheme):
+    """Oracle: the mean of the normal equations assembled on pure noise draws (independent code path)."""
+    g = Grid([-1, -1], [1, 1], (5, 4), boundary=boundary)
+    h = HermiteSpace.on_grid(g, (2, 2))
+    n_t, dt = 5, 0.1
+    v = rng.uniform(0.5, 2.0, (n_t,) + g.shape)  # any variance per snapshot and node
+    exp = expected_noise_terms(NoiseVariance(v.sum(0), v[0], v[-1]), dt, build_tables(g, h), scheme)
+    draws = {k: [] for k in exp}
+    for _ in range(300):
+        ne = assemble_normal_equations(_raw(g, dt * np.arange(n_t), np.sqrt(v) * rng.standard_normal(v.shape)), h,
+                                       time_scheme=scheme)
+        for k in draws:
+            draws[k].append(np.atleast_1d(getattr(ne, k)))
+    for k, d in draws.items():
+        d = np.array(d)
+        z = np.abs(d.mean(0) - exp[k]) / (d.std(0) / np.sqrt(len(d)) + 1e-300)
+        assert z.max() < 4.5, (k, z.max())
+    assert exp["cc"] > 0 and exp["gg"] > 0
+
+
+def test_variance_estimate_sees_noise_not_the_smooth_signal(rng):
+    g = Grid([-1, -1], [1, 1], 16, boundary="reflecting")
+    x = g.mesh()
+    t = 0.05 * np.arange(12)
+    clean = np.stack([np.exp(-np.sum((x - 0.3 * np.cos(tt)) ** 2, -1)) + 0.5 for tt in t])
+    noisy = clean * (1 + 0.02 * rng.standard_normal(clean.shape))
+    var = snapshot_noise_variance(DensitySnapshots(g, t, noisy))
+    truth = 0.02**2 * np.sum(clean**2)
+    assert var.total.sum() == pytest.approx(truth, rel=0.1)
+    assert snapshot_noise_variance(DensitySnapshots(g, t, clean)).total.sum() < 1e-3 * truth
+    assert snapshot_noise_variance(DensitySnapshots(g, t[:3], clean[:3])) is None  # too few snapshots
+
+
+@pytest.fixture(scope="module")
+def spectral_data():
+    """1-D periodic Fokker-Planck data from the spectral solver (independent of the weak form), beta = 2."""
+    f = smooth_function(1, True)
+    solver = SpectralSolver([-1], [1], 64, lambda x: f(x, (1,))[..., None], 2.0)
+    times = 0.02 * np.arange(41)
+    grid = Grid([-1], [1], 63, boundary="periodic")  # odd: no block averaging, the corrected fit itself
+    vals = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1], [1], [0.3], 2.0), times), grid.coords), 0, None)
+    return grid, times, vals
+
+
+def test_noise_free_fit_unchanged_and_beta_given_untouched(spectral_data):
+    grid, times, vals = spectral_data
+    s = DensitySnapshots(grid, times, vals)
+    a = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s)
+    b = PotentialEstimator(hermite_elements=4, estimate_beta=True, correct_noise=False).fit(s)
+    assert a.beta_ == pytest.approx(b.beta_, rel=3e-3) and a.noise_correction_ is not None
+    assert b.noise_correction_ is None
+    noisy = DensitySnapshots(grid, times, vals * (1 + 0.05 * np.random.default_rng(0).standard_normal(vals.shape)))
+    c, d = (PotentialEstimator(hermite_elements=4, beta=2.0, correct_noise=flag).fit(noisy) for flag in (True, False))
+    np.testing.assert_array_equal(c.coef_, d.coef_)
+    assert c.noise_correction_ is None
+
+
+def test_noise_bias_of_beta_removed(spectral_data):
+    """Plain least squares: beta far too high at 0.5% noise; corrected: the seeds' mean near the truth."""
+    grid, times, vals = spectral_data
+    raw, corr = [], []
+    LEVEL = 0.005
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        s = DensitySnapshots(grid, times, vals * (1 + LEVEL * rng.standard_normal(vals.shape)))
+        corr.append(PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s).beta_)
+        raw.append(PotentialEstimator(hermite_elements=4, estimate_beta=True, correct_noise=False).fit(s).beta_)
+    clean = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(DensitySnapshots(grid, times, vals)).beta_
+    se = np.std(corr) / np.sqrt(len(corr))  # the corrected estimator is unbiased, not precise (module doc)
+    assert abs(np.mean(corr) - clean) < 3 * se, (np.mean(corr), se, clean)
+    assert np.mean(raw) - clean > 10 * max(se, np.std(raw) / np.sqrt(len(raw))), (np.mean(raw), clean)
+
+
+def test_block_averages_sit_on_the_shifted_grid():
+    g = Grid([-1, 0], [1, 2], (32, 16), boundary="periodic")
+    v = np.ones((2, 32, 16))
+    c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (1, 1))
+    assert c is None  # a coarse axis below MIN_COARSE_NODES
+    g = Grid([-1, 0], [1, 2], (32, 32), boundary="periodic")
+    v = 1.0 + np.random.default_rng(0).random((2, 32, 32))
+    c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (2, 2))
+    assert c.grid.shape == (16, 16) and c.grid.periodic
+    np.testing.assert_allclose(c.grid.coords[0], 0.5 * (g.coords[0][0::2] + g.coords[0][1::2]))
+    np.testing.assert_allclose(c.values[1, 3, 5], v[1, 6:8, 10:12].mean())
+    np.testing.assert_allclose(c.grid.integrate(c.values), g.integrate(v))  # block means keep the mass
+    walls = Grid([-1], [1], 32, boundary="reflecting")  # bounded: every second node, walls kept
+    w = 1.0 + np.random.default_rng(1).random((2, 33))
+    c = block_averaged(DensitySnapshots(walls, [0.0, 0.1], w), (2,))
+    np.testing.assert_array_equal(c.grid.coords[0], walls.coords[0][::2])
+    np.testing.assert_array_equal(c.values, w[:, ::2])
+    assert block_averaged(DensitySnapshots(Grid([-1], [1], 33, boundary="reflecting"), [0.0, 0.1],
+                                           np.ones((2, 34))), (2,)) is None  # odd element count
+
+
+def test_noise_dominated_beta_from_block_means():
+    """2-D spectral-solver data with 5% noise: plain LS gives beta ~ 20x the truth; the default ~ 4."""
+    f = smooth_function(2, True)
+    solver = SpectralSolver([-1, -1], [1, 1], 48, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), 4.0)
+    times = 0.02 * np.arange(31)
+    grid = Grid([-1, -1], [1, 1], 32, boundary="periodic")
+    clean = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times),
+                                    grid.coords), 0, None)
+    s = DensitySnapshots(grid, times, clean * (1 + 0.05 * np.random.default_rng(1).standard_normal(clean.shape)))
+    raw = PotentialEstimator(hermite_elements=6, estimate_beta=True, correct_noise=False).fit(s)
+    est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
+    assert raw.beta_ > 40
+    assert est.beta_coarsening_ >= 2 and abs(est.beta_ / 4.0 - 1) < 0.06, (est.beta_, est.beta_coarsening_)
+    given = PotentialEstimator(hermite_elements=6, beta=est.beta_).fit(s)  # psi: the fit with that beta
+    np.testing.assert_allclose(est.coef_, given.coef_, rtol=1e-10, atol=1e-12)
+    forced = PotentialEstimator(hermite_elements=6, estimate_beta=True, beta_block=est.beta_coarsening_).fit(s)
+    assert forced.beta_ == pytest.approx(est.beta_, rel=1e-12) and forced.beta_coarsening_ == est.beta_coarsening_
+    with pytest.raises(FpirlInputError, match="beta_block must be a power of two"):
+        PotentialEstimator(hermite_elements=6, estimate_beta=True, beta_block=3).fit(s)
+    post = posterior(est, s, rng=1)  # the removed bias is no longer in gamma's interval; psi keeps its column
+    lo, hi = post.beta_interval()
+    assert lo <= 4.0 <= hi < 6.0, (lo, hi)
+    assert post.bias[-1] == 0.0 and np.any(post.bias[:-1] != 0.0)
