@@ -14,6 +14,9 @@ step's residual ``r_{k-1} = x_{k,D} - x_{k-1,D} + eff(x_{k-1}) dt``, and the var
 ``1 - rho^2`` (not on a track's first step, which has no previous one). These are exactly the
 Gaussians of :func:`fpirl.evaluation.heldout.fpirl_loglik` (both use
 :func:`effective_drift`), so what is simulated is what is scored.
+With a per-track noise scale (:mod:`fpirl.estimators.track_noise`) every simulated track draws its
+standardised residuals from the Student-t predictive given its own earlier draws (the same predictive
+that is scored; with forgetting 1 the same as a Gamma-distributed precision drawn once per track).
 Outside the fitted box the drift is the drift at the nearest point of the box, as in the held-out
 evaluation (:mod:`fpirl.evaluation.heldout`), so velocities are not confined to the box. Positions
 stay in the arena: folded back (mirror) at reflecting walls, where the velocity component normal to
@@ -47,7 +50,8 @@ def effective_drift(mob, beta: float, x: np.ndarray, grad: np.ndarray):
 
 def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int, lower, upper,
                            boundary: str = "reflecting", rng=None, mobility=None,
-                           second_lag: float | None = None) -> np.ndarray:
+                           second_lag: float | None = None,
+                           track_noise=None) -> np.ndarray:
     r"""Positions of sample paths of the kinematic model (module docstring) from ``(s_0, a_0)``.
 
     Parameters
@@ -70,6 +74,8 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
         The fitted state-dependent mobility (:meth:`fpirl.estimators.mobility.Mobility.from_attrs`).
     second_lag : float, optional
         The fitted AR(1) coefficient ``rho`` of the residuals (result attr ``second_lag_rho``).
+    track_noise : TrackNoise, optional
+        The fitted per-track noise scale (:meth:`fpirl.estimators.track_noise.TrackNoise.from_attrs`).
 
     Returns
     -------
@@ -88,7 +94,7 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
     lo, hi = box_lo[:d], box_hi[:d]
     s, a = x[:, :d].copy(), x[:, d:].copy()
     step = _OneStep(gradient, float(beta), float(dt), box_lo, box_hi, boundary == "periodic", mobility, second_lag,
-                    slice(d, 2 * d))
+                    slice(d, 2 * d), track_noise)
     out = np.empty((int(steps) + 1,) + s.shape)
     out[0] = s
     for k in range(int(steps)):  # a Markov chain: one vectorised step over all tracks at a time
@@ -108,11 +114,12 @@ class _OneStep:
     """One draw of the scored one-step Gaussian on the axes ``axes`` (module doc), remembering the
     previous point of every track for the second lag."""
 
-    def __init__(self, gradient, beta, dt, lower, upper, periodic, mobility, rho, axes):
+    def __init__(self, gradient, beta, dt, lower, upper, periodic, mobility, rho, axes, noise=None):
         self.gradient, self.beta, self.dt, self.lower, self.upper = gradient, beta, dt, lower, upper
         self.periodic, self.mobility, self.axes = periodic, mobility, axes
         self.rho = None if rho is None else float(rho)
         self.prev = None  # (x_{k-1}, eff(x_{k-1}), g(x_{k-1}))
+        self.noise, self.noise_state = noise, None  # per-track noise scale and its (S, N) per track
 
     def drift(self, x):
         xc = x if self.periodic else np.clip(x, self.lower, self.upper)  # heldout.TransitionModel.drift_gradient
@@ -133,14 +140,20 @@ class _OneStep:
             mean = mean + self.rho * np.sqrt(g / gp)[:, None] * r_prev
             var = var * (1.0 - self.rho ** 2)
         self.prev = (x, eff, g)
-        return mean + np.sqrt(var)[:, None] * rng.normal(size=mean.shape)
+        if self.noise is None:
+            return mean + np.sqrt(var)[:, None] * rng.normal(size=mean.shape)
+        if self.noise_state is None:
+            self.noise_state = self.noise.start(mean.shape[0])
+        z, self.noise_state = self.noise.draw(self.noise_state, mean.shape[1], rng)
+        return mean + np.sqrt(var)[:, None] * z
 
     wrap = None  # box lengths on the axes when differences of them are minimal images (joint model, periodic)
 
 
 def sample_joint_tracks(gradient, beta: float, dt: float, starts, steps: int, lower, upper,
                         boundary: str = "reflecting", rng=None, mobility=None,
-                        second_lag: float | None = None) -> np.ndarray:
+                        second_lag: float | None = None,
+                        track_noise=None) -> np.ndarray:
     r"""Sample paths of the one-step model on all axes (tables without velocity actions).
 
     .. math:: x_{k+1} = x_k - \text{eff}(x_k)\,\Delta t + \rho\sqrt{g_k/g_{k-1}}\,r_{k-1}
@@ -164,7 +177,7 @@ def sample_joint_tracks(gradient, beta: float, dt: float, starts, steps: int, lo
     rng = np.random.default_rng(rng)
     lo, hi = np.asarray(lower, float), np.asarray(upper, float)
     periodic = boundary == "periodic"
-    step = _OneStep(gradient, float(beta), float(dt), lo, hi, periodic, mobility, second_lag, slice(None))
+    step = _OneStep(gradient, float(beta), float(dt), lo, hi, periodic, mobility, second_lag, slice(None), track_noise)
     if periodic:
         step.wrap = hi - lo
     out = np.empty((int(steps) + 1,) + x.shape)
