@@ -123,3 +123,40 @@ def test_track_noise_spellings():
         check_track_noise("maybe")
     with pytest.raises(FpirlInputError):
         TrackNoise.from_attrs({"track_noise_nu": -1.0, "track_noise_scale": 1.0, "track_noise_forgetting": 1.0})
+
+
+def test_cli_track_noise_is_typed_back_and_scored_by_evaluate(rng, tmp_path, capsys):
+    import json
+
+    import pandas as pd
+
+    from fpirl.cli import main
+    from fpirl.io import read_result
+    from fpirl import read_tracks
+
+    table = _het_tracks(rng, 1.0 / rng.gamma(1.5, 2 / 3.0, 30), steps=40)
+    S = list(table.state_axes)
+    csv = tmp_path / "t.csv"
+    pd.DataFrame({"id": table.track, "t": table.time, "x": table.values[:, S[0]], "y": table.values[:, S[1]]}).to_csv(
+        csv, index=False)
+    cols = ["--track", "id", "--time", "t", "--state", "x,y", "--action", "velocity"]
+    fixed = ["--hermite-elements", "0,0,2,2", "--ridge", "0.01", "--mobility", "0", "--second-lag", "off",
+             "--uncertainty", "none"]
+    out = tmp_path / "r.nc"
+    assert main(["fit", str(csv), "-o", str(out), *cols, *fixed, "--track-noise", "on"]) == 0
+    printed = capsys.readouterr().out
+    assert "per-track noise scale: nu=" in printed and "--track-noise on" in printed
+    ds = read_result(out)
+    noise = TrackNoise.from_attrs(ds.attrs)
+    assert noise is not None and int(ds.attrs["solver_track_noise"]) == 1
+    assert main(["evaluate", str(out), str(csv), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["loglik"]["fpirl"]
+    back = read_tracks(csv, track="id", time="t", state=["x", "y"], action="velocity")
+    est = IncrementsEstimator(hermite_elements=(0, 0, 2, 2), ridge=0.01, mobility=0, second_lag=False,
+                              track_noise=True).fit(back)
+    assert est.track_noise_ == pytest.approx(noise)
+    assert got == pytest.approx(float(np.mean(fpirl_loglik(est, observed_transitions(back)))), rel=1e-9)
+    assert main(["fit", str(csv), "-o", str(tmp_path / "bad.nc"), *cols, "--track-noise", "maybe"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fpirl: error: argument --track-noise") and err.count("\n") == 1
+    assert not (tmp_path / "bad.nc").exists()
