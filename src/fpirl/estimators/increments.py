@@ -60,7 +60,7 @@ from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge
 from ._increment_data import _regression_data, increment_variance, mirror_wall_terms  # noqa: F401 (public here)
 from ._plausibility import warn_implausible
 from .lag import fit_second_lag
-from .track_noise import check_track_noise, select_track_noise
+from .track_noise import check_track_noise, fit_track_noise, select_track_noise
 from .mobility import check_mobility, fit_increments_mobility
 from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
                         solve_increments, track_folds)
@@ -305,7 +305,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
         if mobility != 0 and lag == 0:
             mob, mob_cv, refit = fit_increments_mobility(
                 mobility, tracks, fit_space, kept, drift, points, velocity, weights, track, ridge, theta, beta,
-                int(self.cv_folds), self.random_state)
+                int(self.cv_folds), self.random_state,
+                None if check_track_noise(self.track_noise) is False else fit_track_noise)
         elif mobility not in (0, "auto"):
             raise FpirlInputError("mobility cannot be combined with noise_correction")
         if refit is not None:

@@ -223,8 +223,9 @@ def _log_g_from_residuals(mob: Mobility, x, resid, beta, dt, n_drift, rows=None)
     return Mobility(mob.axes, mob.lower, mob.upper, mob.degree, c)
 
 
-def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt) -> np.ndarray:
-    """Per-transition Gaussian log-density of the drift-axis velocities ``v``, shape ``(n, n_drift)`` (module doc)."""
+def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt, squared=False) -> np.ndarray:
+    """Per-transition Gaussian log-density of the drift-axis velocities ``v``, shape ``(n, n_drift)`` (module doc);
+    with ``squared`` also the standardised squared residuals ``|r|^2 / var``."""
     n_drift = v.shape[1]
     if mob is None:
         g, glg = np.ones(x.shape[0]), np.zeros_like(v)
@@ -233,7 +234,8 @@ def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt) -> np.nda
     mean = f * g[:, None] * (-grad_psi + glg / beta)
     var = 2.0 * g / (beta * dt)
     r2 = np.sum((v - mean) ** 2, axis=1)
-    return -0.5 * (r2 / var + n_drift * np.log(2.0 * np.pi * var)) - n_drift * np.log(dt)
+    ll = -0.5 * (r2 / var + n_drift * np.log(2.0 * np.pi * var)) - n_drift * np.log(dt)
+    return (ll, r2 / var) if squared else ll
 
 
 def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta_fixed, dt, rounds=ROUNDS,
@@ -308,8 +310,12 @@ def select_mobility_degree(fit, score, fold, n_folds, track, degrees=MOBILITY_DE
 
 
 def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, velocity, weights, track, ridge, theta0,
-                            beta_fixed, folds, random_state):
+                            beta_fixed, folds, random_state, noise_fit=None):
     """The mobility step of :class:`fpirl.estimators.IncrementsEstimator` (module doc).
+
+    With ``noise_fit`` (:func:`fpirl.estimators.track_noise.fit_track_noise`) the degrees are compared
+    under the per-track noise scale fitted on each fold's training tracks: heterogeneity between
+    tracks is then not mistaken for noise that depends on the state.
 
     ``spec`` is ``'auto'`` or a degree > 0. Returns ``(mobility or None, cv scores or None, refit)``
     with ``refit = (theta, lambda, system, beta)`` of the weighted fit (None when no mobility is kept).
@@ -353,9 +359,30 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
 
     def score(model, rows):  # NaN for steps that may have been folded at a wall (not the agent's noise)
         mob, theta, beta = model
+        if noise_fit is not None:
+            return _track_noise_score(model, rows)
         rows = sel[rows]
         ll = one_step_loglik(mob, points[rows], velocity[rows], gradient(rows)(theta), f[rows], beta, dt)
         return np.where(away[rows], ll, np.nan)
+
+    def _track_noise_score(model, held):
+        """The t predictive of the held rows with (nu, c, lambda) fitted on the other rows of ``sel``."""
+        mob, theta, beta = model
+        every = np.arange(sel.size)
+        ll, u = one_step_loglik(mob, points[sel], velocity[sel], gradient(sel)(theta), f[sel], beta, dt, squared=True)
+        ok = away[sel]
+        is_held = np.zeros(sel.size, bool)
+        is_held[held] = True
+        tr = track[sel]
+        n_drift = velocity.shape[1]
+        train = every[ok & ~is_held][np.argsort(tr[ok & ~is_held], kind="stable")]
+        noise = noise_fit(u[train], n_drift, tr[train])
+        test = every[ok & is_held][np.argsort(tr[ok & is_held], kind="stable")]
+        out = np.full(sel.size, np.nan)
+        # log t(z) - log N(z): the Gaussian log-likelihood keeps the variance and Jacobian terms
+        out[test] = ll[test] + noise.log_predictive(u[test], n_drift, tr[test]) \
+            + 0.5 * u[test] + 0.5 * n_drift * np.log(2.0 * np.pi)
+        return out[held]
 
     n_tracks = np.unique(track).size
     degree, scores = spec, None
