@@ -47,6 +47,14 @@ def run(spec, data_dir, work):
     variants = [("fitted", est), ("g=1,rho=0", off)]
     if est.mobility_ is not None and est.second_lag_ is not None:
         variants += [("g only", mob_only), ("rho only", lag_only)]
+    noise = getattr(est, "track_noise_", None)
+    if noise is not None:  # the per-track noise scale: off in the simulation, and with lambda = 1
+        plain, fixed = copy.copy(est), copy.copy(est)
+        plain.track_noise_ = None
+        fixed.track_noise_ = type(noise)(noise.nu, noise.scale, 1.0)
+        variants += [("no track noise", plain), ("track noise, lambda=1", fixed)]
+        print(f"  track noise nu {noise.nu:.3g}, c {noise.scale:.3g}, lambda {noise.forgetting:.3g}; held-out "
+              f"loglik without it {heldout_loglik(plain, test, check=False).loglik['fpirl']:.3f}")
     for name, model in variants:
         t0 = time.perf_counter()
         summary, _, _ = track_check(model, test, np.random.default_rng(SEED))

@@ -30,8 +30,10 @@ psi, beta, the mobility and the second lag are unchanged: the scale describes wh
 drift.
 
 Fit (:func:`fit_track_noise`): ``(nu, c, lambda)`` maximise the sum of these log-predictives over the
-training tracks' transitions (bounded L-BFGS-B, ``nu`` in [0.2, 10^4], ``c`` in [0.05, 20], ``lambda``
-in [0, 1]). With ``track_noise='auto'`` (:func:`select_track_noise`) it is kept only when its held-out
+training tracks' transitions (bounded L-BFGS-B, ``nu`` in [3, 10^4], ``c`` in [0.05, 20], ``lambda``
+in [0, 1]; ``nu >= 3`` is the documented rule that keeps a track's mean variance ``c nu / (nu - 2)`` finite,
+so the model has a mean-squared displacement and its simulation does not blow up: the expected update of
+``S`` is ``lambda S + m (nu + S) / (n - 2)``, stable only for ``nu > 2``). With ``track_noise='auto'`` (:func:`select_track_noise`) it is kept only when its held-out
 gain over the Gaussian in a K-fold cross-validation over whole tracks exceeds two paired standard
 errors over tracks and 0.01 nats per transition (the rule of the mobility and the second lag).
 
@@ -53,8 +55,10 @@ from ..core._errors import FpirlInputError
 from .lag import model_mean
 from .mobility import MIN_GAIN, _track_se
 
-#: bounds of (nu, c, lambda) in the fit
-NU_BOUNDS = (0.2, 1e4)
+#: bounds of (nu, c, lambda) in the fit; ``nu >= 3`` keeps the mean of a track's variance ``c / tau`` finite
+#: (``nu / (nu - 2)`` times ``c``, at most 3 c) and the discounted recursion stable in the mean (it needs
+#: ``nu > 2``), so simulated tracks have a mean-squared displacement (with ``nu <= 2`` it is infinite)
+NU_BOUNDS = (3.0, 1e4)
 SCALE_BOUNDS = (0.05, 20.0)
 FORGETTING_BOUNDS = (0.0, 1.0)
 #: ``track_noise='auto'`` keeps the model only when it wins by this many paired standard errors over tracks
