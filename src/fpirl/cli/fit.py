@@ -407,7 +407,7 @@ def _compare_options(args, cls, params, tracks) -> None:
             f"(held-out one-step log-likelihood, nats per transition, 30% of the tracks held out; difference "
             f"{res['option'] - res['default']:+.4f} ± {res['se']:.4f}; diffusion {res['diffusion']:.4f})")
     print(f"fpirl fit: {text}")
-    if res["option"] < res["default"]:
+    if res["option"] < res["default"] - 1e-9 * max(1.0, abs(res["default"])):  # not round-off of the same model
         import warnings
 
         warnings.warn(f"{text}: the option makes the model worse on held-out tracks", FitWarning, stacklevel=2)
