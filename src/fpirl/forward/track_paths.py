@@ -17,6 +17,13 @@ Gaussians of :func:`fpirl.evaluation.heldout.fpirl_loglik` (both use
 With a per-track noise scale (:mod:`fpirl.estimators.track_noise`) every simulated track draws its
 standardised residuals from the Student-t predictive given its own earlier draws (the same predictive
 that is scored; with forgetting 1 the same as a Gamma-distributed precision drawn once per track).
+Substeps: where the fitted drift is so steep that the one-step map of the drift coordinates overshoots
+(``kappa dt > 0.5`` with ``kappa = max_j |d eff_j / d x_j|`` at the current point, by finite differences;
+e.g. a mobility at its cap ``g = 20``), the frame is integrated on ``n = ceil(max kappa dt / 0.5)`` Euler
+substeps of the same SDE (at most 64; drift and ``g`` at the current point, the frame's noise draw split
+over the substeps so that they add up to it, the second-lag shift spread evenly). The one-step Gaussian
+there is not a discretisation of the continuous SDE whose stationary law is ``exp(-beta psi)``, and its
+simulated tracks overshoot; only such steps differ from the scored model.
 Outside the fitted box the drift is the drift at the nearest point of the box, as in the held-out
 evaluation (:mod:`fpirl.evaluation.heldout`), so velocities are not confined to the box. Positions
 stay in the arena: folded back (mirror) at reflecting walls, where the velocity component normal to
@@ -31,6 +38,11 @@ import numpy as np
 from ..core._errors import FpirlInputError
 
 __all__ = ["effective_drift", "sample_joint_tracks", "sample_velocity_tracks"]
+
+#: a step is substepped when its one-step map ``1 - kappa dt`` of the drift coordinates falls below ``1 - SUBSTEP_BOUND``
+SUBSTEP_BOUND = 0.5
+#: at most this many substeps per frame
+MAX_SUBSTEPS = 64
 
 
 def effective_drift(mob, beta: float, x: np.ndarray, grad: np.ndarray):
@@ -141,11 +153,46 @@ class _OneStep:
             var = var * (1.0 - self.rho ** 2)
         self.prev = (x, eff, g)
         if self.noise is None:
-            return mean + np.sqrt(var)[:, None] * rng.normal(size=mean.shape)
-        if self.noise_state is None:
-            self.noise_state = self.noise.start(mean.shape[0])
-        z, self.noise_state = self.noise.draw(self.noise_state, mean.shape[1], rng)
-        return mean + np.sqrt(var)[:, None] * z
+            z = rng.normal(size=mean.shape)
+        else:
+            if self.noise_state is None:
+                self.noise_state = self.noise.start(mean.shape[0])
+            z, self.noise_state = self.noise.draw(self.noise_state, mean.shape[1], rng)
+        out = mean + np.sqrt(var)[:, None] * z
+        stiff, n_sub = self.stiffness(x, eff)
+        if n_sub > 1:  # the one-step map overshoots there: substeps of the same SDE (module doc)
+            out[stiff] = self.substeps(x[stiff], mean[stiff] - (x[stiff][:, ax] - eff[stiff][:, ax] * self.dt),
+                                       var[stiff] / g[stiff], z[stiff], n_sub, rng)
+        return out
+
+    def stiffness(self, x, eff):
+        """Rows whose one-step map overshoots, ``kappa dt > SUBSTEP_BOUND`` with ``kappa = max_j |d eff_j / d x_j|``
+        on the axes (finite differences), and the number of substeps ``ceil(max kappa dt / SUBSTEP_BOUND)``."""
+        cols = np.arange(x.shape[1])[self.axes]
+        span = (self.upper - self.lower)[cols]
+        kappa = np.zeros(x.shape[0])
+        for j, c in enumerate(cols):
+            eps = 1e-5 * span[j]
+            xe = x.copy()
+            xe[:, c] += eps
+            kappa = np.maximum(kappa, np.abs(self.drift(xe)[0][:, c] - eff[:, c]) / eps)
+        stiff = kappa * self.dt > SUBSTEP_BOUND
+        if not np.any(stiff):
+            return stiff, 1
+        return stiff, int(min(MAX_SUBSTEPS, np.ceil(np.max(kappa[stiff]) * self.dt / SUBSTEP_BOUND)))
+
+    def substeps(self, x, shift, var_per_g, z, n, rng):
+        """``n`` Euler substeps of ``h = dt / n`` on the axes from ``x`` (other coordinates fixed): drift
+        ``eff`` and variance ``var_per_g g h / dt`` at the current point, the second-lag shift spread evenly
+        and the frame's standardised draw ``z`` split so that the substeps' noises sum to it."""
+        ax, h = self.axes, self.dt / n
+        y = x.copy()
+        zeta = rng.normal(size=(n,) + z.shape)
+        xi = z[None] / np.sqrt(n) + zeta - zeta.mean(axis=0, keepdims=True)  # unit variance each, sum sqrt(n) z
+        for j in range(n):
+            eff, g = self.drift(y)
+            y[:, ax] = y[:, ax] - eff[:, ax] * h + shift / n + np.sqrt(var_per_g * g * h / self.dt)[:, None] * xi[j]
+        return y[:, ax]
 
     wrap = None  # box lengths on the axes when differences of them are minimal images (joint model, periodic)
 
