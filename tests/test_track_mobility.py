@@ -28,7 +28,7 @@ def _velocities(rng, mobility=None, rho=None, n=6000, steps=4, dt=DT):
 def test_simulated_noise_follows_the_mobility(rng):
     k = 2.0  # log g = k u, u = a_x on the mobility box [-1, 1] (Legendre P_1), so d log g / d a_x = k inside it
     mob = Mobility((2, 3), np.array([-1.0, -1.0]), np.array([1.0, 1.0]), 1, np.array([0.0, 0.0, k]))
-    dt = 0.008  # the one-step map never overshoots (max d eff / d a dt ~ 0.4 < 0.5: no substeps, the scored Gaussian)
+    dt = 0.008  # the one-step map never overshoots (max d eff / d a dt ~ 0.4 < 1: no substeps, the scored Gaussian)
     a = _velocities(rng, mob, dt=dt)
     ak, an = a[:-1].reshape(-1, 2), a[1:].reshape(-1, 2)
     g = np.exp(k * np.clip(ak[:, 0], -1, 1))
@@ -82,7 +82,7 @@ def test_joint_tracks_with_mobility_and_lag(rng):
 
 def test_overshooting_steps_are_simulated_on_substeps(rng):
     """psi = k |a|^2 / 2 with k dt = 2.5: the one-step map 1 - k dt = -1.5 overshoots (the Euler chain diverges).
-    The simulator takes n = ceil(k dt / 0.5) = 5 substeps h = dt / 5, whose stationary velocity variance
+    The simulator takes n = ceil(k dt) = 3 substeps h = dt / 3, whose stationary velocity variance
     is the Euler-Maruyama one of step h, 1 / (beta k (1 - k h / 2)) (oracle: the AR(1) formula)."""
     k, dt, beta, n = 25.0, 0.1, 2.0, 4000
     grad = lambda x: np.concatenate([np.zeros_like(x[:, :2]), k * x[:, 2:]], axis=1)  # noqa: E731
@@ -90,7 +90,7 @@ def test_overshooting_steps_are_simulated_on_substeps(rng):
     pos = sample_velocity_tracks(grad, beta, dt, x0, 12, [-1e9] * 2 + [-1e3] * 2, [1e9] * 2 + [1e3] * 2,
                                  "reflecting", rng)
     a = np.diff(pos, axis=0) / dt
-    h = dt / 5
+    h = dt / 3
     want = 1.0 / (beta * k * (1 - k * h / 2))
     np.testing.assert_allclose(a[-4:].reshape(-1, 2).var(axis=0), want, rtol=0.05)
     # the one-step Euler variance would be negative (no stationary law): the substeps are what keeps it finite

@@ -17,13 +17,15 @@ Gaussians of :func:`fpirl.evaluation.heldout.fpirl_loglik` (both use
 With a per-track noise scale (:mod:`fpirl.estimators.track_noise`) every simulated track draws its
 standardised residuals from the Student-t predictive given its own earlier draws (the same predictive
 that is scored; with forgetting 1 the same as a Gamma-distributed precision drawn once per track).
-Substeps: where the fitted drift is so steep that the one-step map of the drift coordinates overshoots
-(``kappa dt > 0.5`` with ``kappa = max_j |d eff_j / d x_j|`` at the current point, by finite differences;
-e.g. a mobility at its cap ``g = 20``), the frame is integrated on ``n = ceil(max kappa dt / 0.5)`` Euler
-substeps of the same SDE (at most 64; drift and ``g`` at the current point, the frame's noise draw split
+Substeps: where the fitted drift is so steep that the one-step map of the drift coordinates overshoots,
+``1 - kappa dt < 0`` with ``kappa = max_j |d eff_j / d x_j|`` at the current point (finite differences;
+e.g. a mobility at its cap ``g = 20``), the frame is integrated on ``n = ceil(max kappa dt)`` Euler
+substeps of the same SDE (each map ``1 - kappa dt / n >= 0``; at most 64; drift and ``g`` at the current point, the frame's noise draw split
 over the substeps so that they add up to it, the second-lag shift spread evenly). The one-step Gaussian
-there is not a discretisation of the continuous SDE whose stationary law is ``exp(-beta psi)``, and its
-simulated tracks overshoot; only such steps differ from the scored model.
+there flips the sign of the velocity's deviation every frame, which no continuous SDE with stationary law
+``exp(-beta psi)`` does. Where ``0 <= 1 - kappa dt`` the fitted one-step map is the data's own lag-one
+persistence (a regression of ``x_{k+1}`` on ``x_k``) and is simulated as it is; only overshooting steps
+differ from the scored model.
 Outside the fitted box the drift is the drift at the nearest point of the box, as in the held-out
 evaluation (:mod:`fpirl.evaluation.heldout`), so velocities are not confined to the box. Positions
 stay in the arena: folded back (mirror) at reflecting walls, where the velocity component normal to
@@ -39,8 +41,8 @@ from ..core._errors import FpirlInputError
 
 __all__ = ["effective_drift", "sample_joint_tracks", "sample_velocity_tracks"]
 
-#: a step is substepped when its one-step map ``1 - kappa dt`` of the drift coordinates falls below ``1 - SUBSTEP_BOUND``
-SUBSTEP_BOUND = 0.5
+#: a step is substepped when its one-step map ``1 - kappa dt`` of the drift coordinates is negative (overshoots)
+SUBSTEP_BOUND = 1.0
 #: at most this many substeps per frame
 MAX_SUBSTEPS = 64
 
