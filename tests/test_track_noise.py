@@ -160,3 +160,18 @@ def test_cli_track_noise_is_typed_back_and_scored_by_evaluate(rng, tmp_path, cap
     err = capsys.readouterr().err
     assert err.startswith("fpirl: error: argument --track-noise") and err.count("\n") == 1
     assert not (tmp_path / "bad.nc").exists()
+
+
+def test_fit_gradient_matches_finite_differences(rng):
+    from fpirl.estimators.track_noise import _loglik_and_gradient
+
+    track = np.repeat(np.arange(6), [5, 1, 9, 3, 12, 8])
+    u = rng.gamma(1, 2, track.size) * rng.gamma(2, 1, 6)[track]
+    for p in ([np.log(4.0), np.log(0.7), 0.6], [np.log(10.0), 0.2, 1.0], [np.log(3.0), -0.3, 0.3]):
+        p = np.array(p)
+        val, grad = _loglik_and_gradient(u, 2, track, p)
+        assert val == pytest.approx(np.mean(TrackNoise(np.exp(p[0]), np.exp(p[1]), p[2]).log_predictive(u, 2, track)))
+        h = 1e-6
+        num = [(_loglik_and_gradient(u, 2, track, p + h * e)[0] - _loglik_and_gradient(u, 2, track, p - h * e)[0])
+               / (2 * h) for e in np.eye(3)]
+        np.testing.assert_allclose(grad, num, rtol=1e-5, atol=1e-8)

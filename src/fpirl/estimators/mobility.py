@@ -376,7 +376,7 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
         tr = track[sel]
         n_drift = velocity.shape[1]
         train = every[ok & ~is_held][np.argsort(tr[ok & ~is_held], kind="stable")]
-        noise = noise_fit(u[train], n_drift, tr[train])
+        noise = noise_fit(u[train], n_drift, tr[train], starts=(0.9,))
         test = every[ok & is_held][np.argsort(tr[ok & is_held], kind="stable")]
         out = np.full(sel.size, np.nan)
         # log t(z) - log N(z): the Gaussian log-likelihood keeps the variance and Jacobian terms
