@@ -365,7 +365,9 @@ def _fit_table(args, out) -> int:
               f"{float(st.get('second_lag_rho', 0.0)):.4g} ({'0: none' if not st.get('second_lag_rho') else 'kept'})")
     if "track_noise" in st:
         cv = (f" (cross-validated gain {float(st['track_noise_cv_gain']):+.4f} ± {float(st['track_noise_cv_se']):.4f} "
-              "nats per transition)") if "track_noise_cv_gain" in st else ""
+              "nats per transition)") if "track_noise_cv_gain" in st else (
+            f" (in-sample gain {float(st['track_noise_train_gain']):+.4f} nats per transition: not worth a CV)"
+            if "track_noise_train_gain" in st else "")
         kept = (f"nu={float(st['track_noise_nu']):.4g}, scale={float(st['track_noise_scale']):.4g}, forgetting="
                 f"{float(st['track_noise_forgetting']):.4g}") if int(st["track_noise"]) else "off"
         print(f"fpirl fit: per-track noise scale: {kept}{cv}")

@@ -388,8 +388,10 @@ class IncrementsEstimator(TrackEstimatorMixin):
         self.settings_["track_noise"] = int(noise is not None)
         self.settings_["track_noise_selection"] = "cv" if check_track_noise(self.track_noise) == "auto" else "fixed"
         if cv:
-            self.settings_["track_noise_cv_gain"] = cv["gain"]
-            self.settings_["track_noise_cv_se"] = cv["se"]
+            self.settings_["track_noise_train_gain"] = cv["train_gain"]
+            if np.isfinite(cv["gain"]):
+                self.settings_["track_noise_cv_gain"] = cv["gain"]
+                self.settings_["track_noise_cv_se"] = cv["se"]
         if noise is not None:
             self.settings_.update(noise.to_attrs())
 

@@ -35,7 +35,9 @@ in [0, 1]; ``nu >= 3`` is the documented rule that keeps a track's mean variance
 so the model has a mean-squared displacement and its simulation does not blow up: the expected update of
 ``S`` is ``lambda S + m (nu + S) / (n - 2)``, stable only for ``nu > 2``). With ``track_noise='auto'`` (:func:`select_track_noise`) it is kept only when its held-out
 gain over the Gaussian in a K-fold cross-validation over whole tracks exceeds two paired standard
-errors over tracks and 0.01 nats per transition (the rule of the mobility and the second lag).
+errors over tracks and 0.01 nats per transition (the rule of the mobility and the second lag); when its
+in-sample gain on all training tracks is already at most 0.01 nats per transition (an upper bound of the
+held-out gain) the CV is skipped and it is dropped.
 
 Simulation (:meth:`TrackNoise.draw`) draws every step from this predictive given the track's own
 earlier draws; with ``lambda = 1`` that is the same as drawing ``tau_i`` once per track and then
@@ -177,12 +179,18 @@ def check_track_noise(spec):
     raise FpirlInputError(f"track_noise must be 'auto', True/'on' or False/'off', got {spec!r}")
 
 
-def standardised_residuals(est, tracks, axes):
-    """``u_k = |r_k|^2 / s_k^2`` of every transition of ``tracks`` under the fitted estimator (its psi,
+def standardised_residuals(est, tracks, axes, rng=None):
+    """``u_k = |r_k|^2 / s_k^2`` of the transitions of ``tracks`` under the fitted estimator (its psi,
     beta, mobility and second lag, the predictive of :func:`fpirl.evaluation.heldout.fpirl_loglik` on
-    the drift ``axes``), ordered by track, and the track of each."""
+    the drift ``axes``), ordered by track, and the track of each: every transition, or with ``rng`` whole
+    tracks drawn at random up to :data:`FIT_SAMPLE` transitions."""
     seg, vals, dt = tracks.segment, tracks.values, tracks.dt
     i = np.flatnonzero(seg[1:] == seg[:-1])
+    if rng is not None and i.size > FIT_SAMPLE:
+        ids, counts = np.unique(tracks.track[i], return_counts=True)
+        order = rng.permutation(ids.size)
+        take = ids[order[: int(np.searchsorted(np.cumsum(counts[order]), FIT_SAMPLE)) + 1]]
+        i = i[np.isin(tracks.track[i], take)]
     ax = list(axes)
     dx = vals[i + 1][:, ax] - vals[i][:, ax]
     if tracks.periodic:
@@ -222,25 +230,13 @@ def fit_track_noise(u: np.ndarray, m: int, track: np.ndarray, starts=(0.9, 1.0))
     return TrackNoise(float(np.exp(best.x[0])), float(np.exp(best.x[1])), float(best.x[2]))
 
 
-def _sample_tracks(u, track, rng):
-    ids = np.unique(track)
-    if u.size <= FIT_SAMPLE:
-        return u, track
-    keep = np.zeros(ids.size, dtype=bool)
-    counts = np.bincount(np.searchsorted(ids, track), minlength=ids.size)
-    order = rng.permutation(ids.size)
-    keep[order[: int(np.searchsorted(np.cumsum(counts[order]), FIT_SAMPLE)) + 1]] = True
-    rows = keep[np.searchsorted(ids, track)]
-    return u[rows], track[rows]
-
-
 def select_track_noise(est, tracks, axes, spec, folds: int = 5, random_state=0):
     """The :class:`TrackNoise` (or None) for ``spec`` True or 'auto' (module doc); returns
     ``(noise, cv)`` with ``cv = {'gain': mean held-out gain over the Gaussian, 'se': paired SE}`` ('auto')."""
     spec = check_track_noise(spec)
     if spec is False:
         return None, None
-    u, track = standardised_residuals(est, tracks, axes)
+    u, track = standardised_residuals(est, tracks, axes, np.random.default_rng(random_state))
     m = len(list(axes))
     ids = np.unique(track)
     if u.size < 10 or ids.size < 2:
@@ -248,10 +244,12 @@ def select_track_noise(est, tracks, axes, spec, folds: int = 5, random_state=0):
             raise FpirlInputError(f"the track-noise model needs transitions of at least two tracks; the table has "
                                   f"{u.size} transitions of {ids.size} track(s)")
         return None, None
-    u, track = _sample_tracks(u, track, np.random.default_rng(random_state))
-    ids = np.unique(track)
+    noise = fit_track_noise(u, m, track)
     if spec is True:
-        return fit_track_noise(u, m, track), None
+        return noise, None
+    train_gain = float(np.mean(noise.log_predictive(u, m, track) - _gaussian(u, m)))
+    if train_gain <= MIN_GAIN:  # its in-sample gain bounds the held-out one: the CV would drop it
+        return None, {"gain": float("nan"), "se": float("nan"), "train_gain": train_gain}
     k = min(int(folds), ids.size)
     fold_of = np.random.default_rng(random_state).permutation(ids.size) % k
     fold = fold_of[np.searchsorted(ids, track)]
@@ -260,6 +258,6 @@ def select_track_noise(est, tracks, axes, spec, folds: int = 5, random_state=0):
         held = fold == f
         noise = fit_track_noise(u[~held], m, track[~held], starts=(0.9,))
         gain[held] = noise.log_predictive(u[held], m, track[held]) - _gaussian(u[held], m)
-    cv = {"gain": float(np.mean(gain)), "se": _track_se(gain, track)}
+    cv = {"gain": float(np.mean(gain)), "se": _track_se(gain, track), "train_gain": train_gain}
     keep = cv["gain"] > max(KEEP_SE * cv["se"], MIN_GAIN)
-    return (fit_track_noise(u, m, track) if keep else None), cv
+    return (noise if keep else None), cv
