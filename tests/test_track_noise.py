@@ -175,3 +175,15 @@ def test_fit_gradient_matches_finite_differences(rng):
         num = [(_loglik_and_gradient(u, 2, track, p + h * e)[0] - _loglik_and_gradient(u, 2, track, p - h * e)[0])
                / (2 * h) for e in np.eye(3)]
         np.testing.assert_allclose(grad, num, rtol=1e-5, atol=1e-8)
+
+
+def test_mobility_degree_is_chosen_under_the_track_noise():
+    """Tracks whose noise scale differs per track, constant in velocity: faster tracks are noisier, so the
+    Gaussian CV takes the spread for speed-dependent noise (degree 2); scored under the per-track scale
+    the CV keeps the constant mobility, the true model."""
+    rng = np.random.default_rng(0)
+    het = _het_tracks(rng, 1.0 / rng.gamma(1.75, 2 / 3.5, 60), steps=80)
+    kw = dict(hermite_elements=(0, 0, 2, 2), drift_axes="actions", second_lag=False)
+    assert IncrementsEstimator(track_noise=False, **kw).fit(het).mobility_ is not None
+    est = IncrementsEstimator(**kw).fit(het)
+    assert est.mobility_ is None and est.track_noise_ is not None
