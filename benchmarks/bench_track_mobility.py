@@ -2,7 +2,9 @@
 track-level check (held-out tracks simulated from their first observation, same lengths; MSD, VACF,
 speed and turning-angle statistics against the held-out tracks) with the model as fitted
 (mobility g and rho as chosen by cross-validation, what ``fpirl evaluate`` scores) and with g = 1,
-rho = 0 switched off in the simulation only (what the simulator did before), and each alone.
+rho = 0 switched off in the simulation only (what the simulator did before), and each alone; with a
+per-track noise scale also the simulation without it, with its forgetting factor set to 1 (one scale per
+track), and the previous default (fitted with ``track_noise=False``).
 
     PYTHONPATH=src python benchmarks/bench_track_mobility.py [--data /path/to/realdata] [--sets corridor,b_cells]
 
@@ -47,6 +49,21 @@ def run(spec, data_dir, work):
     variants = [("fitted", est), ("g=1,rho=0", off)]
     if est.mobility_ is not None and est.second_lag_ is not None:
         variants += [("g only", mob_only), ("rho only", lag_only)]
+    noise = getattr(est, "track_noise_", None)
+    if noise is not None:  # the per-track noise scale: off in the simulation, and with lambda = 1
+        plain, fixed = copy.copy(est), copy.copy(est)
+        plain.track_noise_ = None
+        fixed.track_noise_ = type(noise)(noise.nu, noise.scale, 1.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            previous = IncrementsEstimator(drift_axes=train.action_axes, cv_elements=QUICK_ELEMENTS,
+                                           track_noise=False).fit(train)
+        variants += [("no track noise", plain), ("track noise, lambda=1", fixed),
+                     (f"previous default (g degree {previous.settings_['mobility_degree']}, rho "
+                      f"{previous.settings_['second_lag_rho']:.2f}, no track noise; held-out "
+                      f"{heldout_loglik(previous, test, check=False).loglik['fpirl']:.3f})", previous)]
+        print(f"  track noise nu {noise.nu:.3g}, c {noise.scale:.3g}, lambda {noise.forgetting:.3g}; held-out "
+              f"loglik without it {heldout_loglik(plain, test, check=False).loglik['fpirl']:.3f}")
     for name, model in variants:
         t0 = time.perf_counter()
         summary, _, _ = track_check(model, test, np.random.default_rng(SEED))

@@ -18,6 +18,7 @@ from .forward import simulate_density
 import pandas as pd
 from .forward.track_paths import sample_joint_tracks, sample_velocity_tracks
 from .estimators.mobility import Mobility
+from .estimators.track_noise import TrackNoise
 
 MODELS = ("mdp", "fp")
 
@@ -140,7 +141,8 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     otherwise the Euler-Maruyama step of the joint SDE :math:`dx = -\nabla\psi\,dt + \sqrt{2/\beta}\,dW`
     (eq. ``SDE``) with step ``dt`` by :func:`fpirl.forward.track_paths.sample_joint_tracks`; both with the
     fitted ``psi``, ``beta``, ``dt`` and, when the result has them, the mobility ``g`` (attrs
-    ``mobility_*``) and the second lag (attr ``second_lag_rho``): the one-step model that
+    ``mobility_*``), the second lag (attr ``second_lag_rho``) and the per-track noise scale (attrs
+    ``track_noise_*``, a scale drawn per simulated track): the one-step model that
     ``fpirl evaluate`` scores (:func:`fpirl.evaluation.heldout.fpirl_loglik`).
 
     Parameters
@@ -181,16 +183,17 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     mobility = Mobility.from_attrs(ds.attrs, grid.names)
     rho = ds.attrs.get("second_lag_rho")
     rho = None if rho is None else float(np.asarray(rho).reshape(()))
+    noise = TrackNoise.from_attrs(ds.attrs)
     if cols["action"] == "velocity":
         pos = sample_velocity_tracks(model.gradient, model.beta, model.dt, x0, steps, grid.lower, grid.upper,
-                                     grid.boundary, rng, mobility, rho)
+                                     grid.boundary, rng, mobility, rho, noise)
         first = x0[:, :len(S)] - x0[:, len(S):] * model.dt
         if grid.periodic:
             first = grid.lower[S] + np.mod(first - grid.lower[S], (grid.upper - grid.lower)[S])
         paths, names = np.concatenate([first[None], pos]), cols["state"]
     else:
         paths = sample_joint_tracks(model.gradient, model.beta, model.dt, x0, steps, grid.lower, grid.upper,
-                                    grid.boundary, rng, mobility, rho)
+                                    grid.boundary, rng, mobility, rho, noise)
         names = cols["state"] + (cols["action"] or [])
     frames, n, _ = paths.shape
     data = {cols["track"]: np.tile(np.arange(n), frames), cols["time"]: np.repeat(model.dt * np.arange(frames), n)}

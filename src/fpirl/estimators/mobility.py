@@ -36,7 +36,11 @@ beta and ``log g`` are fitted on the other folds (one alternation from their con
 the held-out transitions scored; a degree above 0 is kept only when its held-out gain over degree 0 exceeds
 :data:`KEEP_SE` standard errors of the paired difference over tracks and :data:`MIN_GAIN` = 0.01
 nats per transition (the documented rule: the paper's model unless the data clearly ask for more; a
-smaller gain, e.g. a resolution misfit that varies over the box, is not worth a second field). The CV runs on at most :data:`CV_SAMPLE`
+smaller gain, e.g. a resolution misfit that varies over the box, is not worth a second field). With the
+per-track noise scale not off (:mod:`fpirl.estimators.track_noise`), each fold's held-out transitions are
+scored with it, fitted on that fold's training residuals, so that differences between tracks are not
+taken for noise that depends on the state (skipped when its in-sample gain on the constant-mobility
+residuals is at most :data:`MIN_GAIN`). The CV runs on at most :data:`CV_SAMPLE`
 transitions (whole tracks drawn at random); the final fit uses all. Steps that may have been folded
 at a reflecting wall (mirror factor below :data:`WALL_FREE`) are left out of the fit of ``log g``: their
 smaller variance is the wall's, not the agent's; they are not scored by the CV either. Only
@@ -223,8 +227,9 @@ def _log_g_from_residuals(mob: Mobility, x, resid, beta, dt, n_drift, rows=None)
     return Mobility(mob.axes, mob.lower, mob.upper, mob.degree, c)
 
 
-def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt) -> np.ndarray:
-    """Per-transition Gaussian log-density of the drift-axis velocities ``v``, shape ``(n, n_drift)`` (module doc)."""
+def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt, squared=False) -> np.ndarray:
+    """Per-transition Gaussian log-density of the drift-axis velocities ``v``, shape ``(n, n_drift)`` (module doc);
+    with ``squared`` also the standardised squared residuals ``|r|^2 / var``."""
     n_drift = v.shape[1]
     if mob is None:
         g, glg = np.ones(x.shape[0]), np.zeros_like(v)
@@ -233,7 +238,8 @@ def one_step_loglik(mob: Mobility | None, x, v, grad_psi, f, beta, dt) -> np.nda
     mean = f * g[:, None] * (-grad_psi + glg / beta)
     var = 2.0 * g / (beta * dt)
     r2 = np.sum((v - mean) ** 2, axis=1)
-    return -0.5 * (r2 / var + n_drift * np.log(2.0 * np.pi * var)) - n_drift * np.log(dt)
+    ll = -0.5 * (r2 / var + n_drift * np.log(2.0 * np.pi * var)) - n_drift * np.log(dt)
+    return (ll, r2 / var) if squared else ll
 
 
 def fit_mobility(degree: int, x, v, f, axes, lower, upper, solve, gradient, beta_fixed, dt, rounds=ROUNDS,
@@ -308,8 +314,12 @@ def select_mobility_degree(fit, score, fold, n_folds, track, degrees=MOBILITY_DE
 
 
 def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, velocity, weights, track, ridge, theta0,
-                            beta_fixed, folds, random_state):
+                            beta_fixed, folds, random_state, noise_fit=None):
     """The mobility step of :class:`fpirl.estimators.IncrementsEstimator` (module doc).
+
+    With ``noise_fit`` (:func:`fpirl.estimators.track_noise.fit_track_noise`) the degrees are compared
+    under the per-track noise scale fitted on each fold's training tracks: heterogeneity between
+    tracks is then not mistaken for noise that depends on the state.
 
     ``spec`` is ``'auto'`` or a degree > 0. Returns ``(mobility or None, cv scores or None, refit)``
     with ``refit = (theta, lambda, system, beta)`` of the weighted fit (None when no mobility is kept).
@@ -353,9 +363,30 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
 
     def score(model, rows):  # NaN for steps that may have been folded at a wall (not the agent's noise)
         mob, theta, beta = model
+        if noise_fit is not None:
+            return _track_noise_score(model, rows)
         rows = sel[rows]
         ll = one_step_loglik(mob, points[rows], velocity[rows], gradient(rows)(theta), f[rows], beta, dt)
         return np.where(away[rows], ll, np.nan)
+
+    def _track_noise_score(model, held):
+        """The t predictive of the held rows with (nu, c, lambda) fitted on the other rows of ``sel``."""
+        mob, theta, beta = model
+        every = np.arange(sel.size)
+        ll, u = one_step_loglik(mob, points[sel], velocity[sel], gradient(sel)(theta), f[sel], beta, dt, squared=True)
+        ok = away[sel]
+        is_held = np.zeros(sel.size, bool)
+        is_held[held] = True
+        tr = track[sel]
+        n_drift = velocity.shape[1]
+        train = every[ok & ~is_held][np.argsort(tr[ok & ~is_held], kind="stable")]
+        noise = noise_fit(u[train], n_drift, tr[train], starts=(0.9,))
+        test = every[ok & is_held][np.argsort(tr[ok & is_held], kind="stable")]
+        out = np.full(sel.size, np.nan)
+        # log t(z) - log N(z): the Gaussian log-likelihood keeps the variance and Jacobian terms
+        out[test] = ll[test] + noise.log_predictive(u[test], n_drift, tr[test]) \
+            + 0.5 * u[test] + 0.5 * n_drift * np.log(2.0 * np.pi)
+        return out[held]
 
     n_tracks = np.unique(track).size
     degree, scores = spec, None
@@ -369,6 +400,10 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
             order = np.random.default_rng(random_state).permutation(ids.size)
             take = ids[order[: int(np.searchsorted(np.cumsum(counts[order]), CV_SAMPLE)) + 1]]
             sel = np.flatnonzero(np.isin(track, take))
+        if noise_fit is not None and not _heterogeneous(noise_fit, points[sel], velocity[sel],
+                                                        gradient(sel)(theta0), f[sel], beta_fixed, dt, away[sel],
+                                                        track[sel]):
+            noise_fit = None  # one noise scale fits all tracks: the degrees are compared with the Gaussian
         _, sub_track = np.unique(track[sel], return_inverse=True)
         fold, k = track_folds(sub_track, int(sub_track.max()) + 1, folds, random_state)
         systems = assemble_increments(fit_space, pts[sel], velocity[sel], dk, fold, k, f[sel])  # every fold's system
@@ -388,6 +423,23 @@ def fit_increments_mobility(spec, tracks, fit_space, kept, drift, points, veloci
     mob, theta, beta = fit_mobility(degree, points, velocity, f, drift, lo, hi, solver(every), gradient(every),
                                     beta_fixed, dt, theta=theta0, walls=walls)
     return mob, scores, (theta, state["lam"], state["system"], beta)
+
+
+def _heterogeneous(noise_fit, x, v, grad, f, beta_fixed, dt, ok, track) -> bool:
+    """Whether the per-track noise scale gains more than :data:`MIN_GAIN` nats per transition over the
+    Gaussian in-sample on the constant-mobility residuals (an upper bound of its held-out gain: below it the
+    track-noise CV would drop it, and the mobility degrees are compared without it)."""
+    r = v + f * grad
+    beta = beta_fixed if beta_fixed is not None else 2.0 * r.size / (dt * np.sum(r**2))
+    _, u = one_step_loglik(None, x, v, grad, f, beta, dt, squared=True)
+    rows = np.flatnonzero(ok)
+    rows = rows[np.argsort(track[rows], kind="stable")]
+    if rows.size < 10:
+        return False
+    m = v.shape[1]
+    noise = noise_fit(u[rows], m, track[rows], starts=(0.9,))
+    gain = noise.log_predictive(u[rows], m, track[rows]) + 0.5 * u[rows] + 0.5 * m * np.log(2.0 * np.pi)
+    return float(np.mean(gain)) > MIN_GAIN
 
 
 def _away_from_walls(f, walls) -> np.ndarray:

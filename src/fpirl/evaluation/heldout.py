@@ -14,6 +14,13 @@ The FP-IRL model's one-step predictive (paper eqs. ``SDE``, ``gaussian_transitio
   moves by ``rho sqrt(g_k / g_{k-1}) r_{k-1}`` (the previous step's residual, from the observation
   before the transition; none for a segment's first transition) and the variance shrinks by
   ``1 - rho^2``;
+* with a per-track noise scale (:mod:`fpirl.estimators.track_noise`, result attrs ``track_noise_*``):
+  the Gaussian ``N(r; 0, s^2 I)`` below becomes the Student t of step ``k`` given the same track's
+  earlier residuals of the held-out table (rows of a track in time order),
+  :math:`\log\Gamma(\tfrac{n_k+m}{2}) - \log\Gamma(\tfrac{n_k}{2}) - \tfrac m2\log(\pi(\nu+S_k)c s^2)
+  - \tfrac{n_k+m}{2}\log(1 + u_k/(\nu+S_k))`, ``u_k = |r_k|^2 / (c s^2)``, ``S_k``, ``n_k`` the
+  discounted sums of the earlier ``u_j`` and of ``m`` (plus ``nu``): the product over a track is its
+  marginal likelihood under a Gamma-distributed precision per track;
 * explicit actions (or no actions): the MDP transition (eq. ``mdp_transition``)
   :math:`T(s'|s,a) = \mathcal N\big(s';\ s - \nabla_s\psi(s,a)\,\Delta t,\ (2\Delta t/\beta) I\big)`
   at the observed ``(s_k, a_k)``;
@@ -41,6 +48,7 @@ import xarray as xr
 from ..core._errors import FpirlInputError
 from ..io.netcdf import grid_from_dataset, model_from_result
 from ..estimators.mobility import Mobility
+from ..estimators.track_noise import TrackNoise
 from ..forward.track_paths import effective_drift
 from ..tracks.steps import Transitions, gaussian_logpdf, observed_transitions
 from .adequacy import HelmholtzCheck
@@ -80,6 +88,7 @@ class TransitionModel:
     dt: float | None = None
     mobility: object = None
     second_lag: float | None = None
+    track_noise: object = None
 
     @classmethod
     def from_any(cls, model) -> TransitionModel:
@@ -90,9 +99,11 @@ class TransitionModel:
 
         mobility = getattr(model, "mobility_", None)
         rho = getattr(model, "second_lag_", None)
+        noise = getattr(model, "track_noise_", None)
         if isinstance(model, xr.Dataset):
             rho = model.attrs.get("second_lag_rho")
             rho = None if rho is None else float(np.asarray(rho).reshape(()))
+            noise = TrackNoise.from_attrs(model.attrs)
             grid = grid_from_dataset(model, "potential")
             mobility = Mobility.from_attrs(model.attrs, grid.names)
             model = model_from_result(model, grid)
@@ -102,7 +113,7 @@ class TransitionModel:
             raise FpirlInputError(f"cannot score {type(model).__name__}: need a fitted estimator or a result")
         dt = getattr(model, "dt_", None) or getattr(model, "dt", None)
         return cls(model.gradient, float(beta), grid.lower, grid.upper, grid.roles, grid.names, grid.periodic,
-                   None if dt is None else float(dt), mobility, rho)
+                   None if dt is None else float(dt), mobility, rho, noise)
 
     @property
     def state_axes(self):
@@ -169,6 +180,24 @@ def check_compatible(model: TransitionModel, table) -> None:
 def fpirl_loglik(model, tr: Transitions) -> np.ndarray:
     """Per-transition ``log p(s_{k+1} | s_k, a_k)`` of the FP-IRL model (see module docstring)."""
     model = TransitionModel.from_any(model)
+    resid, var, logjac = fpirl_predictive(model, tr)
+    if model.track_noise is None:
+        return gaussian_logpdf(resid, 0.0, var) + logjac
+    m = resid.shape[1]  # per-track noise scale: the Student t given the track's earlier residuals
+    order = np.argsort(tr.track, kind="stable")
+    out = np.empty(tr.n)
+    u = np.sum(resid * resid, axis=1) / var
+    out[order] = model.track_noise.log_predictive(u[order], m, tr.track[order])
+    return out - 0.5 * m * np.log(var) + logjac
+
+
+def fpirl_predictive(model, tr: Transitions):
+    """The Gaussian one-step predictive of the FP-IRL model (module docstring) as ``(r, var, logjac)``:
+    the residual ``r`` of the observed next value from the predictive mean (``(n, m)``, ``m`` scored
+    axes), the variance per axis (``(n,)``) and the log-Jacobian to the density of ``s_{k+1}``
+    (``-d_s log dt`` for velocity actions, else 0), so that
+    ``log p = log N(r; 0, var I) + logjac`` (:func:`fpirl_loglik`)."""
+    model = TransitionModel.from_any(model)
     S, A = model.state_axes, model.action_axes
     g = model.drift_gradient(tr.x)
     var = 2.0 * tr.dt / model.beta
@@ -188,12 +217,13 @@ def fpirl_loglik(model, tr: Transitions) -> np.ndarray:
         r_prev = prev + gp[:, axes] * tr.dt
         shift = np.where(has[:, None], rho * np.sqrt(m / mp)[:, None] * r_prev, 0.0)
         var = var * np.where(has, 1.0 - rho * rho, 1.0)
+    var = np.broadcast_to(np.asarray(var, dtype=float), (tr.n,))
     if tr.kind == "velocity":
         if len(A) != len(S):
             raise FpirlInputError("velocity actions need one action axis per state axis")
         mean = tr.v_prev - g[:, A] * tr.dt + shift
-        return gaussian_logpdf(tr.v_next, mean, var) - len(S) * np.log(tr.dt)
-    return gaussian_logpdf(tr.step, -g[:, S] * tr.dt + shift, var)
+        return tr.v_next - mean, var, -len(S) * np.log(tr.dt)
+    return tr.step - (-g[:, S] * tr.dt + shift), var, 0.0
 
 
 def _effective_gradient(model: TransitionModel, x, grad):

@@ -14,6 +14,18 @@ step's residual ``r_{k-1} = x_{k,D} - x_{k-1,D} + eff(x_{k-1}) dt``, and the var
 ``1 - rho^2`` (not on a track's first step, which has no previous one). These are exactly the
 Gaussians of :func:`fpirl.evaluation.heldout.fpirl_loglik` (both use
 :func:`effective_drift`), so what is simulated is what is scored.
+With a per-track noise scale (:mod:`fpirl.estimators.track_noise`) every simulated track draws its
+standardised residuals from the Student-t predictive given its own earlier draws (the same predictive
+that is scored; with forgetting 1 the same as a Gamma-distributed precision drawn once per track).
+Substeps: where the fitted drift is so steep that the one-step map of the drift coordinates overshoots,
+``1 - kappa dt < 0`` with ``kappa = max_j |d eff_j / d x_j|`` at the current point (finite differences;
+e.g. a mobility at its cap ``g = 20``), the frame is integrated on ``n = ceil(max kappa dt)`` Euler
+substeps of the same SDE (each map ``1 - kappa dt / n >= 0``; at most 64; drift and ``g`` at the current point, the frame's noise draw split
+over the substeps so that they add up to it, the second-lag shift spread evenly). The one-step Gaussian
+there flips the sign of the velocity's deviation every frame, which no continuous SDE with stationary law
+``exp(-beta psi)`` does. Where ``0 <= 1 - kappa dt`` the fitted one-step map is the data's own lag-one
+persistence (a regression of ``x_{k+1}`` on ``x_k``) and is simulated as it is; only overshooting steps
+differ from the scored model.
 Outside the fitted box the drift is the drift at the nearest point of the box, as in the held-out
 evaluation (:mod:`fpirl.evaluation.heldout`), so velocities are not confined to the box. Positions
 stay in the arena: folded back (mirror) at reflecting walls, where the velocity component normal to
@@ -28,6 +40,11 @@ import numpy as np
 from ..core._errors import FpirlInputError
 
 __all__ = ["effective_drift", "sample_joint_tracks", "sample_velocity_tracks"]
+
+#: a step is substepped when its one-step map ``1 - kappa dt`` of the drift coordinates is negative (overshoots)
+SUBSTEP_BOUND = 1.0
+#: at most this many substeps per frame
+MAX_SUBSTEPS = 64
 
 
 def effective_drift(mob, beta: float, x: np.ndarray, grad: np.ndarray):
@@ -47,7 +64,8 @@ def effective_drift(mob, beta: float, x: np.ndarray, grad: np.ndarray):
 
 def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int, lower, upper,
                            boundary: str = "reflecting", rng=None, mobility=None,
-                           second_lag: float | None = None) -> np.ndarray:
+                           second_lag: float | None = None,
+                           track_noise=None) -> np.ndarray:
     r"""Positions of sample paths of the kinematic model (module docstring) from ``(s_0, a_0)``.
 
     Parameters
@@ -70,6 +88,8 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
         The fitted state-dependent mobility (:meth:`fpirl.estimators.mobility.Mobility.from_attrs`).
     second_lag : float, optional
         The fitted AR(1) coefficient ``rho`` of the residuals (result attr ``second_lag_rho``).
+    track_noise : TrackNoise, optional
+        The fitted per-track noise scale (:meth:`fpirl.estimators.track_noise.TrackNoise.from_attrs`).
 
     Returns
     -------
@@ -88,7 +108,7 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
     lo, hi = box_lo[:d], box_hi[:d]
     s, a = x[:, :d].copy(), x[:, d:].copy()
     step = _OneStep(gradient, float(beta), float(dt), box_lo, box_hi, boundary == "periodic", mobility, second_lag,
-                    slice(d, 2 * d))
+                    slice(d, 2 * d), track_noise)
     out = np.empty((int(steps) + 1,) + s.shape)
     out[0] = s
     for k in range(int(steps)):  # a Markov chain: one vectorised step over all tracks at a time
@@ -108,11 +128,12 @@ class _OneStep:
     """One draw of the scored one-step Gaussian on the axes ``axes`` (module doc), remembering the
     previous point of every track for the second lag."""
 
-    def __init__(self, gradient, beta, dt, lower, upper, periodic, mobility, rho, axes):
+    def __init__(self, gradient, beta, dt, lower, upper, periodic, mobility, rho, axes, noise=None):
         self.gradient, self.beta, self.dt, self.lower, self.upper = gradient, beta, dt, lower, upper
         self.periodic, self.mobility, self.axes = periodic, mobility, axes
         self.rho = None if rho is None else float(rho)
         self.prev = None  # (x_{k-1}, eff(x_{k-1}), g(x_{k-1}))
+        self.noise, self.noise_state = noise, None  # per-track noise scale and its (S, N) per track
 
     def drift(self, x):
         xc = x if self.periodic else np.clip(x, self.lower, self.upper)  # heldout.TransitionModel.drift_gradient
@@ -133,14 +154,55 @@ class _OneStep:
             mean = mean + self.rho * np.sqrt(g / gp)[:, None] * r_prev
             var = var * (1.0 - self.rho ** 2)
         self.prev = (x, eff, g)
-        return mean + np.sqrt(var)[:, None] * rng.normal(size=mean.shape)
+        if self.noise is None:
+            z = rng.normal(size=mean.shape)
+        else:
+            if self.noise_state is None:
+                self.noise_state = self.noise.start(mean.shape[0])
+            z, self.noise_state = self.noise.draw(self.noise_state, mean.shape[1], rng)
+        out = mean + np.sqrt(var)[:, None] * z
+        stiff, n_sub = self.stiffness(x, eff)
+        if n_sub > 1:  # the one-step map overshoots there: substeps of the same SDE (module doc)
+            out[stiff] = self.substeps(x[stiff], mean[stiff] - (x[stiff][:, ax] - eff[stiff][:, ax] * self.dt),
+                                       var[stiff] / g[stiff], z[stiff], n_sub, rng)
+        return out
+
+    def stiffness(self, x, eff):
+        """Rows whose one-step map overshoots, ``kappa dt > SUBSTEP_BOUND`` with ``kappa = max_j |d eff_j / d x_j|``
+        on the axes (finite differences), and the number of substeps ``ceil(max kappa dt / SUBSTEP_BOUND)``."""
+        cols = np.arange(x.shape[1])[self.axes]
+        span = (self.upper - self.lower)[cols]
+        kappa = np.zeros(x.shape[0])
+        for j, c in enumerate(cols):
+            eps = 1e-5 * span[j]
+            xe = x.copy()
+            xe[:, c] += eps
+            kappa = np.maximum(kappa, np.abs(self.drift(xe)[0][:, c] - eff[:, c]) / eps)
+        stiff = kappa * self.dt > SUBSTEP_BOUND
+        if not np.any(stiff):
+            return stiff, 1
+        return stiff, int(min(MAX_SUBSTEPS, np.ceil(np.max(kappa[stiff]) * self.dt / SUBSTEP_BOUND)))
+
+    def substeps(self, x, shift, var_per_g, z, n, rng):
+        """``n`` Euler substeps of ``h = dt / n`` on the axes from ``x`` (other coordinates fixed): drift
+        ``eff`` and variance ``var_per_g g h / dt`` at the current point, the second-lag shift spread evenly
+        and the frame's standardised draw ``z`` split so that the substeps' noises sum to it."""
+        ax, h = self.axes, self.dt / n
+        y = x.copy()
+        zeta = rng.normal(size=(n,) + z.shape)
+        xi = z[None] / np.sqrt(n) + zeta - zeta.mean(axis=0, keepdims=True)  # unit variance each, sum sqrt(n) z
+        for j in range(n):
+            eff, g = self.drift(y)
+            y[:, ax] = y[:, ax] - eff[:, ax] * h + shift / n + np.sqrt(var_per_g * g * h / self.dt)[:, None] * xi[j]
+        return y[:, ax]
 
     wrap = None  # box lengths on the axes when differences of them are minimal images (joint model, periodic)
 
 
 def sample_joint_tracks(gradient, beta: float, dt: float, starts, steps: int, lower, upper,
                         boundary: str = "reflecting", rng=None, mobility=None,
-                        second_lag: float | None = None) -> np.ndarray:
+                        second_lag: float | None = None,
+                        track_noise=None) -> np.ndarray:
     r"""Sample paths of the one-step model on all axes (tables without velocity actions).
 
     .. math:: x_{k+1} = x_k - \text{eff}(x_k)\,\Delta t + \rho\sqrt{g_k/g_{k-1}}\,r_{k-1}
@@ -164,7 +226,7 @@ def sample_joint_tracks(gradient, beta: float, dt: float, starts, steps: int, lo
     rng = np.random.default_rng(rng)
     lo, hi = np.asarray(lower, float), np.asarray(upper, float)
     periodic = boundary == "periodic"
-    step = _OneStep(gradient, float(beta), float(dt), lo, hi, periodic, mobility, second_lag, slice(None))
+    step = _OneStep(gradient, float(beta), float(dt), lo, hi, periodic, mobility, second_lag, slice(None), track_noise)
     if periodic:
         step.wrap = hi - lo
     out = np.empty((int(steps) + 1,) + x.shape)

@@ -87,12 +87,17 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
             warnings.warn(f"{spec.name}: density estimator failed ({exc})", stacklevel=2)
     density_time = time.perf_counter() - t0
 
-    # the previous default: the paper's constant-beta model (no mobility, no second lag) at the same CV
+    # the paper's constant-beta model (no mobility, no second lag, one noise scale) at the same CV
     t0 = time.perf_counter()
     prev = IncrementsEstimator(drift_axes=train.action_axes, cv_elements=cv_elements, mobility=0,
-                               second_lag=False).fit(train)
+                               second_lag=False, track_noise=False).fit(train)
     mobility_time = time.perf_counter() - t0
     dens_fn["fpirl_constant"] = lambda tr: fpirl_loglik(prev, tr)
+    # the previous default: mobility and second lag by CV, one noise scale for all tracks
+    t0 = time.perf_counter()
+    plain = IncrementsEstimator(drift_axes=train.action_axes, cv_elements=cv_elements, track_noise=False).fit(train)
+    previous_time = time.perf_counter() - t0
+    dens_fn["fpirl_no_track_noise"] = lambda tr: fpirl_loglik(plain, tr)
 
     score = heldout_loglik(est, test, base, kind="velocity", extra=dens_fn)
     check = HelmholtzCheck(random_state=SEED).fit(train)
@@ -143,8 +148,16 @@ def run_set(spec: TrackSet, data_dir: Path, out: Path, quick: bool = False, prog
         "density_beta": float(dens.beta_) if dens is not None else float("nan"),
         "constant": score.loglik["fpirl_constant"], "mobility_degree": est.settings_["mobility_degree"],
         "second_lag": est.settings_["second_lag_rho"], "mobility_cv": est.mobility_cv_ or {},
-        "mobility_time": mobility_time,
+        "mobility_time": mobility_time, "previous_time": previous_time,
         "se_vs_constant": score.difference_se("fpirl", "fpirl_constant"),
+        "no_track_noise": score.loglik["fpirl_no_track_noise"],
+        "se_vs_no_track_noise": score.difference_se("fpirl", "fpirl_no_track_noise"),
+        "track_noise": ("off" if est.track_noise_ is None else
+                        f"nu {est.track_noise_.nu:.3g}, c {est.track_noise_.scale:.3g}, "
+                        f"lambda {est.track_noise_.forgetting:.3g}"),
+        "track_noise_cv": (est.settings_.get("track_noise_cv_gain", float("nan")),
+                           est.settings_.get("track_noise_cv_se", float("nan"))),
+        "previous_mobility": (plain.settings_["mobility_degree"], plain.settings_["second_lag_rho"]),
         "track_check": tracks_summary, "track_figure": f"{spec.name}/{tracks_fig.name}",
         "policy_mode": policy_summary.mode, "policy_mean": policy_summary.mean,
         "policy_outside": policy_summary.mass_outside,

@@ -123,11 +123,12 @@ def arena_maps(est, mdp, grid, action_support=None) -> dict:
 def simulate_tracks(est, starts: np.ndarray, steps: int, dt: float, lower, upper, rng) -> np.ndarray:
     r"""Sample paths of the fitted model from observed starts ``(s_0, a_0)`` (rows of ``starts``):
     :func:`fpirl.forward.track_paths.sample_velocity_tracks` with reflecting walls, with the estimator's
-    mobility ``mobility_`` and second lag ``second_lag_`` when it has them (the model that the held-out
-    score uses). Returns ``(steps + 1, n, d_s)`` positions."""
+    mobility ``mobility_``, second lag ``second_lag_`` and per-track noise scale ``track_noise_`` when it
+    has them (the model that the held-out score uses). Returns ``(steps + 1, n, d_s)`` positions."""
 
     return sample_velocity_tracks(est.gradient, float(est.beta_), dt, starts, steps, lower, upper, "reflecting", rng,
-                                  getattr(est, "mobility_", None), getattr(est, "second_lag_", None))
+                                  getattr(est, "mobility_", None), getattr(est, "second_lag_", None),
+                                  getattr(est, "track_noise_", None))
 
 
 def track_check(est, test: TrackTable, rng, max_lag: int | None = None):
