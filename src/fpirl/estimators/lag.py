@@ -29,14 +29,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._errors import FpirlInputError
-from .mobility import MIN_GAIN, _track_se
+from ._keep_rule import beats, track_se
 
 #: |rho| never exceeds this
 RHO_BOUND = 0.95
 #: consecutive pairs used (a strided sample above this)
 PAIR_SAMPLE = 1 << 15
-#: ``second_lag='auto'`` keeps rho only when it wins by this many paired standard errors over tracks
-KEEP_SE = 2.0
 
 
 def model_mean(est, x: np.ndarray, axes) -> np.ndarray:
@@ -117,6 +115,6 @@ def fit_second_lag(est, tracks, axes, spec, folds: int = 5, random_state=0):
         held = fold == f
         rho = _rho(z0[~held], z1[~held])
         gain[held] = _pair_loglik(z0[held], z1[held], rho, var) - _pair_loglik(z0[held], z1[held], 0.0, var)
-    se = _track_se(gain, track)
+    se = track_se(gain, track)
     cv = {"gain": float(np.mean(gain)), "se": se}
-    return (_rho(z0, z1) if cv["gain"] > max(KEEP_SE * se, MIN_GAIN) else None), cv
+    return (_rho(z0, z1) if beats(cv["gain"], se) else None), cv

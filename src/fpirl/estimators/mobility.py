@@ -49,170 +49,28 @@ state axes count as walls here: an action box (the range of the velocities) has 
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
 
 import numpy as np
-from numpy.polynomial import legendre
 
 from ..core._errors import FpirlInputError
 from ._assembly import assemble_increments
 from .selection import solve_increments, track_folds
+from ._keep_rule import KEEP_SE, MIN_GAIN, beats, track_se  # noqa: F401  (named in the docstrings)
+from ._mobility_basis import GLM_SAMPLE, LOG_G_BOUND, Mobility, fit_log_g  # noqa: F401  (LOG_G_BOUND: named in the docstrings)
+from ..core._legendre import legendre_design, multi_indices
 
-#: |log g| never exceeds this (a polynomial extrapolates wildly where the data are sparse)
-LOG_G_BOUND = 3.0
 #: Degrees of log g tried by ``mobility='auto'``.
 MOBILITY_DEGREES = (0, 1, 2)
-#: A degree > 0 is kept by the CV only when it beats degree 0 by this many paired standard errors over tracks.
-KEEP_SE = 2.0
-#: ... and by at least this much (nats per transition): smaller gains are not worth a second model
-MIN_GAIN = 0.01
 #: Alternations (log g, then psi and beta) of the final fit, and of each fold's fit in the degree CV.
 ROUNDS = 2
 CV_ROUNDS = 1
 #: The degree CV runs on at most this many transitions (whole tracks drawn at random); the final fit uses all.
 CV_SAMPLE = 1 << 14
-#: ``log g`` is fitted on a strided sample of at most this many transitions.
-GLM_SAMPLE = 1 << 13
 #: Rows whose mirror-wall factor is below this on some axis (steps that may have been folded at a
 #: wall, whose variance is smaller) are left out of the fit of ``log g``.
 WALL_FREE = 0.99
 #: At least this many transitions per coefficient of log g.
 MIN_PER_COEF = 50
-
-
-def multi_indices(d: int, degree: int) -> np.ndarray:
-    """Exponents of the Legendre products of total degree ``<= degree`` in ``d`` variables."""
-    return np.array([m for m in itertools.product(range(degree + 1), repeat=d) if sum(m) <= degree],
-                    dtype=int).reshape(-1, d)
-
-
-def legendre_design(u: np.ndarray, alphas: np.ndarray, degree: int, deriv_axis: int | None = None) -> np.ndarray:
-    """``X[i, m] = prod_b P_{alpha_mb}(u_ib)`` (or its derivative along ``u_{deriv_axis}``)."""
-    X = np.ones((u.shape[0], alphas.shape[0]))
-    for b in range(u.shape[1]):
-        V = legendre.legvander(u[:, b], degree)
-        if b == deriv_axis:
-            D = np.zeros((degree + 1, degree + 1))  # D[n, :]: P_n' in the Legendre basis
-            for n in range(1, degree + 1):
-                c = legendre.legder(np.eye(degree + 1)[n])
-                D[n, : c.size] = c
-            V = V @ D.T
-        X *= V[:, alphas[:, b]]
-    return X
-
-
-@dataclass
-class Mobility:
-    """``g(x) = exp(c @ L(u(x_axes)))``, bounded (module doc).
-
-    Attributes
-    ----------
-    axes : tuple of int
-        The coordinates ``g`` depends on (the drift axes), indices into the table's axes.
-    lower, upper : ndarray
-        Their box (``u`` = the coordinate scaled to ``[-1, 1]``, clipped).
-    degree : int
-    coef : ndarray
-        Legendre coefficients of ``log g`` (order of :func:`multi_indices`).
-    """
-
-    axes: tuple
-    lower: np.ndarray
-    upper: np.ndarray
-    degree: int
-    coef: np.ndarray
-
-    @property
-    def alphas(self):
-        return multi_indices(len(self.axes), self.degree)
-
-    def _u(self, x):
-        y = np.asarray(x, dtype=float)[:, list(self.axes)]
-        return np.clip(2.0 * (y - self.lower) / (self.upper - self.lower) - 1.0, -1.0, 1.0)
-
-    def _raw(self, x):
-        return legendre_design(self._u(x), self.alphas, self.degree) @ self.coef
-
-    def log_g(self, x: np.ndarray) -> np.ndarray:
-        """``log g`` at points ``x`` of shape ``(n, d)`` (all table axes)."""
-        return np.clip(self._raw(x), -LOG_G_BOUND, LOG_G_BOUND)
-
-    def g(self, x: np.ndarray) -> np.ndarray:
-        return np.exp(self.log_g(x))
-
-    def grad_log_g(self, x: np.ndarray) -> np.ndarray:
-        """``d log g / d x_a`` for ``a`` in ``axes``, shape ``(n, len(axes))`` (0 where clipped)."""
-        x = np.asarray(x, dtype=float)
-        y = x[:, list(self.axes)]
-        u = self._u(x)
-        inside = (y > self.lower) & (y < self.upper)
-        live = np.abs(self._raw(x)) < LOG_G_BOUND
-        scale = 2.0 / (self.upper - self.lower)
-        out = np.stack([legendre_design(u, self.alphas, self.degree, j) @ self.coef * scale[j]
-                        for j in range(len(self.axes))], axis=1)
-        return np.where(inside & live[:, None], out, 0.0)
-
-    def to_attrs(self, names) -> dict:
-        """Result attrs ``mobility_*`` (see docs/formats.md)."""
-        return {"mobility_degree": int(self.degree), "mobility_axes": ",".join(names[a] for a in self.axes),
-                "mobility_lower": np.asarray(self.lower, float), "mobility_upper": np.asarray(self.upper, float),
-                "mobility_coefficients": np.asarray(self.coef, float)}
-
-    @classmethod
-    def from_attrs(cls, attrs, names) -> "Mobility | None":
-        """The mobility stored in a result (None when the result has none, or degree 0)."""
-        if int(np.asarray(attrs.get("mobility_degree", 0)).reshape(())) <= 0:
-            return None
-        try:
-            axes = tuple(list(names).index(n) for n in str(attrs["mobility_axes"]).split(","))
-            out = cls(axes, np.atleast_1d(np.asarray(attrs["mobility_lower"], float)),
-                      np.atleast_1d(np.asarray(attrs["mobility_upper"], float)),
-                      int(np.asarray(attrs["mobility_degree"]).reshape(())),
-                      np.atleast_1d(np.asarray(attrs["mobility_coefficients"], float)))
-        except (KeyError, ValueError) as exc:
-            raise FpirlInputError(f"the result's mobility attrs are incomplete or inconsistent ({exc})") from None
-        if out.coef.size != out.alphas.shape[0]:
-            raise FpirlInputError("the result's mobility_coefficients do not match mobility_degree")
-        return out
-
-
-def fit_log_g(U: np.ndarray, q: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    r"""Gamma GLM with log link: minimise ``mean_w(h + q e^{-h}) + kappa |c_{1:}|^2``, ``h = U c``.
-
-    ``q`` are per-transition variance ratios with ``E[q] = g``; Newton steps with backtracking.
-    """
-    n, m = U.shape
-    w0 = np.ones(n) if weights is None else np.asarray(weights, float)
-    w0 = w0 / w0.sum()
-    pen = np.full(m, 1e-6)
-    pen[0] = 0.0
-
-    def objective(c):
-        h = np.clip(U @ c, -60.0, 60.0)
-        return float(w0 @ (h + q * np.exp(-h)) + np.sum(pen * c * c))
-
-    c = np.zeros(m)
-    c[0] = np.log(max(float(w0 @ q), 1e-300))
-    f = objective(c)
-    for _ in range(50):
-        h = np.clip(U @ c, -60.0, 60.0)
-        w = q * np.exp(-h)
-        grad = U.T @ (w0 * (1.0 - w)) + 2 * pen * c
-        hess = (U * (w0 * w)[:, None]).T @ U + np.diag(2 * pen) + 1e-12 * np.eye(m)
-        step = np.linalg.lstsq(hess, grad, rcond=None)[0]
-        t = 1.0
-        while t > 1e-6:
-            f_new = objective(c - t * step)
-            if f_new <= f:
-                break
-            t *= 0.5
-        else:
-            break
-        c, f_old, f = c - t * step, f, f_new
-        if f_old - f < 1e-12 * (1.0 + abs(f)):
-            break
-    return c
 
 
 def _log_g_from_residuals(mob: Mobility, x, resid, beta, dt, n_drift, rows=None) -> Mobility:
@@ -308,8 +166,8 @@ def select_mobility_degree(fit, score, fold, n_folds, track, degrees=MOBILITY_DE
         per[deg] = ll
     ok = np.isfinite(per[degrees[0]])  # rows the score leaves out (NaN)
     mean = {d: float(np.mean(ll[ok])) for d, ll in per.items()}
-    se = {d: _track_se(per[d][ok] - per[degrees[0]][ok], track[ok]) for d in degrees}
-    ok = [d for d in degrees if d == degrees[0] or mean[d] - mean[degrees[0]] > max(KEEP_SE * se[d], MIN_GAIN)]
+    se = {d: track_se(per[d][ok] - per[degrees[0]][ok], track[ok]) for d in degrees}
+    ok = [d for d in degrees if d == degrees[0] or beats(mean[d] - mean[degrees[0]], se[d])]
     return max(ok, key=mean.get), mean, se
 
 
@@ -448,17 +306,6 @@ def _away_from_walls(f, walls) -> np.ndarray:
     f = np.asarray(f)
     walls = np.ones(f.shape[1], bool) if walls is None else np.asarray(walls, bool)
     return np.all((f >= WALL_FREE) | ~walls[None, :], axis=1)
-
-
-def _track_se(values: np.ndarray, track: np.ndarray) -> float:
-    """Standard error over tracks of the mean of ``values`` (per-track sums, as the held-out scores)."""
-    n = values.size
-    _, inv = np.unique(track, return_inverse=True)
-    m = int(inv.max()) + 1 if n else 0
-    if m < 2:
-        return float("inf")
-    resid = np.bincount(inv, weights=values - values.mean(), minlength=m)
-    return float(np.sqrt(m / (m - 1) * np.sum(resid**2)) / n)
 
 
 def check_mobility(value):

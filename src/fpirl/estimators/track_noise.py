@@ -55,7 +55,7 @@ from scipy.special import digamma, gammaln
 
 from ..core._errors import FpirlInputError
 from .lag import model_mean
-from .mobility import MIN_GAIN, _track_se
+from ._keep_rule import MIN_GAIN, beats, track_se
 
 #: bounds of (nu, c, lambda) in the fit; ``nu >= 3`` keeps the mean of a track's variance ``c / tau`` finite
 #: (``nu / (nu - 2)`` times ``c``, at most 3 c) and the discounted recursion stable in the mean (it needs
@@ -63,8 +63,6 @@ from .mobility import MIN_GAIN, _track_se
 NU_BOUNDS = (3.0, 1e4)
 SCALE_BOUNDS = (0.05, 20.0)
 FORGETTING_BOUNDS = (0.0, 1.0)
-#: ``track_noise='auto'`` keeps the model only when it wins by this many paired standard errors over tracks
-KEEP_SE = 2.0
 #: the fit and its CV use at most this many transitions (whole tracks drawn at random; three parameters)
 FIT_SAMPLE = 1 << 14
 TRUE_SPELLINGS = (True, "on")
@@ -258,6 +256,6 @@ def select_track_noise(est, tracks, axes, spec, folds: int = 5, random_state=0):
         held = fold == f
         noise = fit_track_noise(u[~held], m, track[~held], starts=(0.9,))
         gain[held] = noise.log_predictive(u[held], m, track[held]) - _gaussian(u[held], m)
-    cv = {"gain": float(np.mean(gain)), "se": _track_se(gain, track), "train_gain": train_gain}
-    keep = cv["gain"] > max(KEEP_SE * cv["se"], MIN_GAIN)
+    cv = {"gain": float(np.mean(gain)), "se": track_se(gain, track), "train_gain": train_gain}
+    keep = beats(cv["gain"], cv["se"])
     return (noise if keep else None), cv

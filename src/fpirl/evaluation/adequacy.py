@@ -34,30 +34,18 @@ gradient in ``a`` for every ``s`` is ``-grad_a psi`` for some ``psi(s, a)``.
 
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 from numpy.polynomial import legendre
 
 from ..core._errors import FpirlInputError
 from ..core._estimator import BaseEstimator
+from ..core._legendre import legendre_design, multi_indices
 from ..tracks.steps import infer_action_kind
 
 __all__ = ["HelmholtzCheck"]
 
 _ATTR_PREFIX = "adequacy_"
-
-
-def _multi_indices(d: int, degree: int) -> np.ndarray:
-    return np.array([m for m in itertools.product(range(degree + 1), repeat=d) if sum(m) <= degree], dtype=int)
-
-
-def _legendre_design(u: np.ndarray, alphas: np.ndarray, degree: int) -> np.ndarray:
-    """``X[i, m] = prod_b P_{alpha_mb}(u_ib)`` for points ``u`` in ``[-1, 1]^d``."""
-    X = np.ones((u.shape[0], alphas.shape[0]))
-    for b in range(u.shape[1]):
-        X *= legendre.legvander(u[:, b], degree)[:, alphas[:, b]]
-    return X
 
 
 def _derivative_matrices(alphas: np.ndarray, betas: np.ndarray, axes, scale: np.ndarray) -> np.ndarray:
@@ -165,15 +153,15 @@ class HelmholtzCheck(BaseEstimator):
             raise FpirlInputError(f"drift_axes must be axes of the table (0..{table.ndim - 1}), got {axes}")
         i0, _ = table.pairs()
         x, dx = table.increments()
-        alphas = _multi_indices(table.ndim, K)
-        betas = _multi_indices(table.ndim, K + 1)
+        alphas = multi_indices(table.ndim, K)
+        betas = multi_indices(table.ndim, K + 1)
         betas = betas[np.any(betas[:, list(axes)] > 0, axis=1)]  # constant along the drift axes: no gradient
         p = alphas.shape[0]
         if x.shape[0] < 2 * p:
             raise FpirlInputError(f"need at least {2 * p} transitions for the adequacy check, got {x.shape[0]}")
         length = table.upper - table.lower
         u = np.clip(2.0 * (x - table.lower) / length - 1.0, -1.0, 1.0)
-        X = _legendre_design(u, alphas, K)
+        X = legendre_design(u, alphas, K)
         Y = dx[:, list(axes)] / table.dt
         D = _derivative_matrices(alphas, betas, axes, 2.0 / length)
 
