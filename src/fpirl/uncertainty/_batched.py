@@ -33,8 +33,12 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
   :func:`full_draws` draws.
 
-The noise itself is drawn exactly as by the per-draw code (same generator calls), so the result
-equals it to rounding (test).
+With :data:`REDUCED_NOISE` off, the noise itself is drawn exactly as by the per-draw code (same
+generator calls), so the result equals it to rounding (test). With it on (the default) and few
+mixes (``2 (2M + M_r) <= K + 1``), only the draws that form their full residual draw every normal
+number; the others draw their time mixes directly with the same law
+(:mod:`fpirl.uncertainty._reduced_noise`: ``(2M + M_r) n + K + 1`` normal numbers per draw instead
+of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo error only.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from ..core._tensor import apply_along_axes
 from ..weakform.assembly import time_pairs
 from tqdm.auto import tqdm
 
+from ._reduced_noise import ReducedNoise
+
 #: Residual entries (pairs x nodes, summed over draws) for ``E||r(e)||^2`` and the second-order (bias) band.
 FULL_ENTRIES = 10**6
 #: At most this many draws form their full noise residual.
@@ -60,6 +66,9 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
+#: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
+#: mixes are at most half the snapshots; False: every draw from all its normal numbers (tests).
+REDUCED_NOISE = True
 
 
 def _noise(block, carry, model, normalize, grid, rng):
@@ -137,7 +146,20 @@ class BatchedDraws:
             eb = Tb if self.Wr is None else self.Wr.T @ Tb
             self.mix = np.vstack([self.V.T @ Tb, self.V.T @ Td, eb])  # (2M + M_r, K + 1)
             self.ce = None if self.crhat is None else np.tensordot(Tb, self.crhat, axes=(0, 0))  # e . ce = ebar . C r_hat
+        self.reduced = None
+        if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + 1 and self.Wr is not None:
+            # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
+            self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
         self._buffers = {}
+
+    def reduced_noise(self, model, normalize):
+        """The direct sampler of the time mixes (:class:`fpirl.uncertainty._reduced_noise.ReducedNoise`) or None."""
+        if not hasattr(self, "crc"):
+            return None
+        if self.reduced is None or self.reduced[0] != (model, normalize):
+            self.reduced = ((model, normalize), ReducedNoise(self.mix, self.pfull, model, normalize,
+                                                             self.op.grid.node_weights()))
+        return self.reduced[1]
 
     def _buffer(self, name, shape):
         """A work array kept from batch to batch (fresh large arrays cost a page fault per page)."""
@@ -259,10 +281,11 @@ class BatchedDraws:
         x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
         return self.op._adjoint(np.ascontiguousarray(x)).ravel()
 
-    def batch_vectors(self, noises, n_u: int = 0):
+    def batch_vectors(self, noises, n_u: int = 0, mixed=None):
         """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
-        (``nx = n_coef + [gamma]``)."""
-        S = len(noises)
+        (``nx = n_coef + [gamma]``); or of their time mixes ``mixed`` ``(S, 2M + M_r, *grid)`` (then
+        ``noises`` is not used)."""
+        S = len(noises) if mixed is None else mixed.shape[0]
         rho = self._buffer("rho", (S, self.M) + self.shape)
         ebar = self._buffer("ebar", (S, self.Mr) + self.shape)
         ug, bg = np.zeros(S), np.zeros(S)
@@ -280,7 +303,10 @@ class BatchedDraws:
                 ug[s] = float(np.vdot(self.cq, rho[s]))
                 bg[s] = float(np.vdot(eb, self.crhat))
         if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
-            mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+            given = mixed is not None
+            if not given:
+                mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+            mixed = mixed.reshape(S, self.mix.shape[0], -1)
             M = self.M
             ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
             rho[:] = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
@@ -288,7 +314,7 @@ class BatchedDraws:
             for s in range(S):
                 if self.estimated:
                     ug[s] = float(np.vdot(self.cq, rho[s]))
-                    bg[s] = float(np.vdot(noises[s], self.ce))
+                    bg[s] = float(np.vdot(ebar[s], self.crc) if given else np.vdot(noises[s], self.ce))
             del mixed
         small = max(self.M, self.Mr) <= SMALL_MODES
         Wu, Wb = self._bands_small(rho, ebar) if small else self._bands(rho, ebar)
@@ -335,18 +361,26 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
     n_full = int(min(full_draws(bd.K, int(np.prod(bd.shape))), n_draws))
     UB, U = np.empty((nx, n_draws)), np.empty((nx, min(n_u, n_draws)))
     Q, rr = np.zeros((nx, n_full)), np.empty(n_full)
+    reduced = bd.reduced_noise(model, normalize)
     with tqdm(total=n_draws, desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
               leave=False) as bar:
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
-            noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
+            # every normal number of the draws that form their full residual; the time mixes of the others directly
+            n_all = stop - start if reduced is None else max(0, min(stop, n_full) - start)
+            noises = bd._buffer("noise", (n_all,) + bd.pfull.shape)
             for e in noises:
                 bd.noise_into(e, model, normalize, rng)
             for s in range(start, min(stop, n_full)):
                 rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
                 if estimated:
                     Q[n, s] = qg
-            UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start))
+            mixed = None
+            if reduced is not None:
+                size = bd.pfull[0].size
+                mixed = np.concatenate([np.matmul(bd.mix, noises.reshape(n_all, bd.K + 1, size)),
+                                        reduced.sample(rng, stop - start - n_all).reshape(-1, bd.mix.shape[0], size)])
+            UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
     return UB, U, Q, rr
