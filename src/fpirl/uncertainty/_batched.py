@@ -48,8 +48,8 @@ import itertools
 import numpy as np
 import scipy.linalg
 
-from ..core._tensor import apply_along_axes
-from ..weakform.assembly import time_pairs
+from ..core._tensor import apply_along_axes, apply_along_axis
+from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
 from ._reduced_noise import ReducedNoise
@@ -66,6 +66,8 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
+#: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
+_THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
 #: mixes are at most half the snapshots; False: every draw from all its normal numbers (tests).
 REDUCED_NOISE = True
@@ -250,34 +252,72 @@ class BatchedDraws:
                 Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
         return Wu, Wb
 
-    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray):
-        """``(W_u, W_b)`` as :meth:`_bands`, shift major ``(S, 3^d, *grid)``, when ``M`` and ``M_r`` are at
-        most :data:`SMALL_MODES`: per shift ``l`` and mode ``m`` one elementwise product over all draws
-        and nodes (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``),
-        read straight from the padded arrays, no stacked ``3^d`` copies."""
-        S, nl = rho.shape[0], len(self.shifts)
+    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray, W: np.ndarray, n_u: int = 0):
+        """``W_u + W_b`` into ``W`` ``(S, 3^d, *grid)`` (shift major) when ``M`` and ``M_r`` are at most
+        :data:`SMALL_MODES`, per shift ``l`` and mode ``m`` one elementwise product over all draws and nodes
+        (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``), read
+        straight from the padded arrays, no stacked ``3^d`` copies; the shifts split between two threads
+        (disjoint slices of ``W``). Returns ``adj(W_u)`` of the first ``n_u`` draws ``(n_u, n_coef)``,
+        walked before ``W_b`` is added."""
+        S = rho.shape[0]
         Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
         rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
         Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
-        Wu = self._buffer("Wu", (S, nl) + self.shape)
-        Wb = self._buffer("Wb", (S, nl) + self.shape)
-        for f, idx in enumerate(self.shifts):
-            sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
-            np.multiply(rho[:, 0], Pq[(0,) + sl], out=Wu[:, f])
-            for m in range(1, self.M):
-                Wu[:, f] += rho[:, m] * Pq[(m,) + sl]
-            np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=Wb[:, f])
-            for m in range(1, self.Mr):
-                Wb[:, f] += Pe[(slice(None), m) + sl] * rc[m]
-        return Wu, Wb
+        items = [(f, tuple(slice(i, i + n) for i, n in zip(idx, self.shape))) for f, idx in enumerate(self.shifts)]
 
-    def _adjoint(self, W: np.ndarray, shift_major: bool = False) -> np.ndarray:
-        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (or shift-major ``(3^d, *grid)``),
-        to the interleaved layout first."""
+        def band_u(part):
+            tmp = np.empty((S,) + self.shape)
+            for f, sl in part:
+                np.multiply(rho[:, 0], Pq[(0,) + sl], out=W[:, f])
+                for m in range(1, self.M):
+                    np.multiply(rho[:, m], Pq[(m,) + sl], out=tmp)
+                    W[:, f] += tmp
+
+        def band_b(part):
+            tmp, acc = np.empty((S,) + self.shape), np.empty((S,) + self.shape)
+            for f, sl in part:
+                np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=acc)
+                for m in range(1, self.Mr):
+                    np.multiply(Pe[(slice(None), m) + sl], rc[m], out=tmp)
+                    acc += tmp
+                W[:, f] += acc
+
+        big = W[0].size >= _THREAD_MIN_SIZE
+        (_threaded if big else lambda work, it: work(it))(band_u, items)
+        u = self._adjoint_shift_major(W[:n_u]) if n_u else np.zeros((0, self.op.hermite.n_coef))
+        (_threaded if big else lambda work, it: work(it))(band_b, items)
+        return u
+
+    def _adjoint_shift_major(self, W: np.ndarray) -> np.ndarray:
+        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)``, shape ``(S, n_coef)``: the first
+        axis straight from that layout (per shift ``l_1`` one stacked GEMM over the draws and the other
+        shifts, no transposed copy of the band), then the interleaved walk of the (smaller) rest."""
+        d, shape, S = self.d, self.shape, W.shape[0]
+        T = self.op._T
+        n0, lr = shape[0], 3 ** (d - 1)
+        rest = int(np.prod(shape[1:], dtype=np.int64))
+        Wv = W.reshape(S, 3, lr, n0, rest)
+        perm = [0, d] + [v for b in range(1, d) for v in (b, d + b)]
+        states = []
+        for u in (0, 1):
+            nd = T[0][u].shape[0]
+            acc = np.matmul(T[0][u][:, :n0], Wv[:, 0])  # (S, lr, nd, rest)
+            for l0 in (1, 2):
+                acc += np.matmul(T[0][u][:, l0 * n0:(l0 + 1) * n0], Wv[:, l0])
+            x = acc.reshape((S,) + (3,) * (d - 1) + (nd,) + shape[1:]).transpose(perm)
+            states.append(np.ascontiguousarray(x).reshape((S, nd) + tuple(3 * n for n in shape[1:])))
+        x0, x1 = states
+        for b in range(1, d):
+            M0, M1 = T[b]
+            n1 = apply_along_axis(x1, b + 1, M0)
+            n1 += apply_along_axis(x0, b + 1, M1)
+            x0 = apply_along_axis(x0, b + 1, M0) if b < d - 1 else None
+            x1 = n1
+        return x1.reshape(S, -1)
+
+    def _adjoint(self, W: np.ndarray) -> np.ndarray:
+        """Adjoint walk of a test-node-major band ``(*grid, 3^d)``, to the interleaved layout first."""
         d = self.d
-        if shift_major:
-            x = W.reshape((3,) * d + self.shape).transpose([v for b in range(d) for v in (b, d + b)])
-            return self.op._adjoint(np.ascontiguousarray(x)).ravel()
         x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
         return self.op._adjoint(np.ascontiguousarray(x)).ravel()
 
@@ -316,18 +356,22 @@ class BatchedDraws:
                     ug[s] = float(np.vdot(self.cq, rho[s]))
                     bg[s] = float(np.vdot(ebar[s], self.crc) if given else np.vdot(noises[s], self.ce))
             del mixed
-        small = max(self.M, self.Mr) <= SMALL_MODES
-        Wu, Wb = self._bands_small(rho, ebar) if small else self._bands(rho, ebar)
-        del rho, ebar
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
-        for s in range(U.shape[1]):
-            U[:n, s] = self._adjoint(Wu[s], small)
-        Wu += Wb
-        del Wb
-        for s in range(S):
-            UB[:n, s] = self._adjoint(Wu[s], small)
+        if max(self.M, self.Mr) <= SMALL_MODES:
+            W = self._buffer("W", (S, len(self.shifts)) + self.shape)
+            U[:n] = self._bands_small(rho, ebar, W, U.shape[1]).T
+            UB[:n] = self._adjoint_shift_major(W).T
+        else:
+            Wu, Wb = self._bands(rho, ebar)
+            for s in range(U.shape[1]):
+                U[:n, s] = self._adjoint(Wu[s])
+            Wu += Wb
+            del Wb
+            for s in range(S):
+                UB[:n, s] = self._adjoint(Wu[s])
+        del rho, ebar
         if self.estimated:
             UB[n] = ug + bg
             U[n] = ug[: U.shape[1]]
