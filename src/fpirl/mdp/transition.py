@@ -31,7 +31,14 @@ _BLOCK_ELEMENTS = 1 << 22  # ~32 MB of float64 per temporary block
 def _ramp_mean(m: np.ndarray, sigma: float) -> np.ndarray:
     """``E[max(Y, 0)]`` for ``Y ~ N(m, sigma^2)``."""
     z = m / sigma
-    return m * ndtr(z) + sigma * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+    out = ndtr(z)
+    out *= m
+    z *= -0.5 * z  # in place: the same operations as ``m ndtr(z) + sigma exp(-z^2/2) / sqrt(2 pi)``
+    np.exp(z, out=z)
+    z *= sigma
+    z /= np.sqrt(2.0 * np.pi)
+    out += z
+    return out
 
 
 def _wrap(d: np.ndarray, period: float) -> np.ndarray:
@@ -81,14 +88,20 @@ def _projected_kernel(diffs, period: float, sigma, h: float) -> np.ndarray:
     n_nodes = diffs[0].shape[1]
     per = int(round(period / h))  # lattice points per period
     reach = int(np.ceil((9.0 * float(np.max(sigma)) + h) / h)) + 1
-    width = per * int(np.ceil((2 * reach + 1) / per))  # lattice window, a whole number of periods
-    steps = np.arange(-1, width + 1) - reach  # window plus one neighbour on each side
+    n_pts = 2 * reach + 1  # lattice points within reach of the mean
+    width = per * int(np.ceil(n_pts / per))  # lattice window, a whole number of periods (zero beyond reach)
+    steps = np.arange(-1, n_pts + 1) - reach  # points within reach plus one neighbour on each side
     out = np.zeros(diffs[0].shape)
     for d in diffs:
         d0 = d[:, 0]  # x_0 - mu; the lattice is d0 + k h, node j <-> k = j mod per
         k0 = np.rint(-d0 / h).astype(np.int64)  # lattice point nearest the mean
         ramp = _ramp_mean(-((d0 + k0 * h)[:, None] + steps * h), sig)
-        val = np.maximum(ramp[:, :-2] - 2.0 * ramp[:, 1:-1] + ramp[:, 2:], 0.0) / h  # at k0 - reach + t
+        val = np.zeros((d0.size, width))  # at k0 - reach + t
+        second = val[:, :n_pts]
+        np.subtract(ramp[:, :-2], 2.0 * ramp[:, 1:-1], out=second)
+        second += ramp[:, 2:]
+        np.maximum(second, 0.0, out=second)
+        second /= h
         folded = val.reshape(val.shape[0], -1, per).sum(axis=1)  # [r, t] <-> k = k0 - reach + t (mod per)
         idx = (np.arange(per)[None, :] - (k0 - reach)[:, None]) % per
         out += np.take_along_axis(folded, idx, axis=1)[:, :n_nodes]
