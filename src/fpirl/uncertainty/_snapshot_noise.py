@@ -239,11 +239,11 @@ class _Solver:
             A = ne.xtx
             mu = np.trace(A) / self.n
             Kd = np.block([[A, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]]) if estimated else A
-            K = Kd.copy()
-            K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
             self.Kd = Kd
             lam_fit, factor = getattr(inner, "_factor", (None, None))
             if estimated or factor is None or lam_fit != float(lam):  # else the fit's factor of this same K
+                K = Kd.copy()
+                K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
                 factor = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
             self.chol = factor
             self.xtc, self.cc = ne.xtc, ne.cc
