@@ -48,7 +48,7 @@ import itertools
 import numpy as np
 import scipy.linalg
 
-from ..core._tensor import apply_along_axes, apply_along_axis
+from ..core._tensor import apply_along_axes
 from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
@@ -289,30 +289,30 @@ class BatchedDraws:
         return u
 
     def _adjoint_shift_major(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)``, shape ``(S, n_coef)``: the first
-        axis straight from that layout (per shift ``l_1`` one stacked GEMM over the draws and the other
-        shifts, no transposed copy of the band), then the interleaved walk of the (smaller) rest."""
+        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)``, shape ``(S, n_coef)``, in that
+        layout: axis ``b`` contracts ``(l_b, j_b)`` into ``i_b`` by one stacked GEMM per ``l_b`` over the draws
+        and the other axes (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``), so the
+        band is never transposed; two states, derivative placed or not, as in the interleaved walk."""
         d, shape, S = self.d, self.shape, W.shape[0]
         T = self.op._T
-        n0, lr = shape[0], 3 ** (d - 1)
-        rest = int(np.prod(shape[1:], dtype=np.int64))
-        Wv = W.reshape(S, 3, lr, n0, rest)
-        perm = [0, d] + [v for b in range(1, d) for v in (b, d + b)]
-        states = []
-        for u in (0, 1):
-            nd = T[0][u].shape[0]
-            acc = np.matmul(T[0][u][:, :n0], Wv[:, 0])  # (S, lr, nd, rest)
-            for l0 in (1, 2):
-                acc += np.matmul(T[0][u][:, l0 * n0:(l0 + 1) * n0], Wv[:, l0])
-            x = acc.reshape((S,) + (3,) * (d - 1) + (nd,) + shape[1:]).transpose(perm)
-            states.append(np.ascontiguousarray(x).reshape((S, nd) + tuple(3 * n for n in shape[1:])))
-        x0, x1 = states
-        for b in range(1, d):
+        x0, x1, done = W, None, 1
+
+        def contract(x, M, view):  # (S, 3, P, n_b, R) -> (S, P, m, R)
+            n_b = view[3]
+            x = x.reshape(view)
+            out = np.matmul(M[:, :n_b], x[:, 0])
+            for lb in (1, 2):
+                out += np.matmul(M[:, lb * n_b:(lb + 1) * n_b], x[:, lb])
+            return out
+
+        for b in range(d):
+            view = (S, 3, 3 ** (d - b - 1) * done, shape[b], int(np.prod(shape[b + 1:], dtype=np.int64)))
             M0, M1 = T[b]
-            n1 = apply_along_axis(x1, b + 1, M0)
-            n1 += apply_along_axis(x0, b + 1, M1)
-            x0 = apply_along_axis(x0, b + 1, M0) if b < d - 1 else None
-            x1 = n1
+            n1 = contract(x0, M1, view)
+            if x1 is not None:
+                n1 += contract(x1, M0, view)
+            x0 = contract(x0, M0, view) if b < d - 1 else None
+            x1, done = n1, done * M0.shape[0]
         return x1.reshape(S, -1)
 
     def _adjoint(self, W: np.ndarray) -> np.ndarray:
