@@ -15,10 +15,10 @@ from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
 from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
 
 
-def _case(boundary, noisy, estimate_beta):
+def _case(boundary, noisy, estimate_beta, n_times=9):
     grid = Grid([-1, -1], [1, 1], (10, 12), boundary=boundary)
     x = grid.mesh()
-    t = 0.02 * np.arange(9)
+    t = 0.02 * np.arange(n_times)
     v = np.exp(-np.cos(np.pi * x[..., 0]) - 0.5 * np.sin(np.pi * x[..., 1]))[None] * (
         1 + 0.2 * np.exp(-5 * t)[:, None, None] * np.cos(np.pi * x[..., 0])[None])
     if noisy:
@@ -33,6 +33,7 @@ def _case(boundary, noisy, estimate_beta):
 @pytest.mark.parametrize("boundary, noisy, estimate_beta", [("periodic", False, True), ("reflecting", True, False)])
 def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_beta, monkeypatch):
     est, res = _case(boundary, noisy, estimate_beta)
+    monkeypatch.setattr(_batched, "REDUCED_NOISE", False)  # every normal number drawn, as by the per-draw code
     # exact data: the data and residual are compressed in time; noisy data: all pairs are kept
     assert BatchedDraws(res, estimate_beta).compressed == (not noisy)
     n_draws, n_u = 5, 3
@@ -45,9 +46,11 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
     u_old, b_old, q_old = stack(0, 5), stack(1, 6), stack(2, 7)
     rr_old = np.array([o[3] for o in old])
     # one draw per batch / all draws in one batch; the band of b per test node / per data node
-    for batch_bytes, small in ((1, 8), (1 << 28, 8), (1 << 28, 0)):
+    # (the small-mode bands' shifts on two threads in the last)
+    for batch_bytes, small, threads in ((1, 8, 1 << 18), (1 << 28, 8, 1 << 18), (1 << 28, 0, 1 << 18), (1 << 28, 8, 0)):
         monkeypatch.setattr(_batched, "BATCH_BYTES", batch_bytes)
         monkeypatch.setattr(_batched, "SMALL_MODES", small)
+        monkeypatch.setattr(_batched, "_THREAD_MIN_SIZE", threads)
         ub, u, q, rr = draw_vectors(res, "multiplicative", True, np.random.default_rng(5), n_draws, estimate_beta,
                                     n_u=n_u)
         scale = np.abs(u_old + b_old).max()
@@ -55,3 +58,47 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
         np.testing.assert_allclose(u, u_old[:, :n_u], rtol=0, atol=1e-11 * scale)
         np.testing.assert_allclose(q, q_old[:, :q.shape[1]], rtol=1e-11, atol=1e-13 * np.abs(q_old).max())
         np.testing.assert_allclose(rr, rr_old[:len(rr)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("model, normalize", [("multiplicative", True), ("additive", True), ("multiplicative", False)])
+def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, rng):
+    """The direct sampler of ``y = X e`` is linear in its normal numbers: its covariance, read off unit
+    vectors, equals the dense ``X T (X T)^T`` of the noise map ``e = T z`` (oracle: the model written out)."""
+    from fpirl.uncertainty._reduced_noise import ReducedNoise
+
+    L, k1, shape = 3, 6, (3, 4)
+    n = 12
+    X = rng.standard_normal((L, k1))
+    X[2] = X[0] + X[1]  # a rank-deficient mix: a direction of no variance
+    p = rng.uniform(0.5, 2.0, (k1,) + shape)
+    p[:, 0, 0] = 0.0  # no data at one node: no multiplicative noise there
+    w = rng.uniform(0.5, 1.5, shape)
+    s = p.reshape(k1, n) if model == "multiplicative" else np.ones((k1, n))
+    T = np.diag(s.ravel())  # e_k[j] = s_k[j] z_k[j] - p_k[j] sum_j' w_j' s_k[j'] z_k[j']
+    if normalize:
+        T -= np.einsum("kj,kl,lm->kjlm", p.reshape(k1, n), np.eye(k1), w.ravel()[None, :] * s).reshape(k1 * n, k1 * n)
+    Y = np.kron(X, np.eye(n)) @ T
+    sampler = ReducedNoise(X, p, model, normalize, w)
+    m = n * L + k1 * normalize
+    G = np.empty((L * n, m))
+    for c in range(m):
+        u = np.zeros(m)
+        u[c] = 1.0
+        G[:, c] = sampler.from_normals(u[:n * L].reshape(1, n, L), u[n * L:].reshape(1, k1) if normalize else None).ravel()
+    np.testing.assert_allclose(G @ G.T, Y @ Y.T, rtol=0, atol=1e-13 * np.abs(Y @ Y.T).max())
+    assert sampler.sample(np.random.default_rng(0), 2).shape == (2, L) + shape
+
+
+def test_batch_vectors_from_the_time_mixes_equal_those_from_the_noise():
+    """Given the time mixes of the noise (what the direct sampler draws), the batched vectors equal those
+    computed from all normal numbers (the gamma row through the residual modes: to the compression)."""
+    est, res = _case("periodic", False, True, n_times=21)
+    bd = BatchedDraws(res, True)
+    assert bd.reduced_noise("multiplicative", True) is not None  # smooth data: few mixes
+    gen = np.random.default_rng(2)
+    noises = np.array([bd.noise(*("multiplicative", True), gen) for _ in range(3)])
+    ub, u = bd.batch_vectors(noises, 2)
+    mixed = np.matmul(bd.mix, noises.reshape(3, bd.K + 1, -1))
+    ub2, u2 = bd.batch_vectors(noises[:0], 2, mixed=mixed)
+    np.testing.assert_allclose(ub2, ub, rtol=0, atol=1e-9 * np.abs(ub).max())
+    np.testing.assert_allclose(u2, u, rtol=0, atol=1e-9 * np.abs(u).max())

@@ -31,7 +31,14 @@ _BLOCK_ELEMENTS = 1 << 22  # ~32 MB of float64 per temporary block
 def _ramp_mean(m: np.ndarray, sigma: float) -> np.ndarray:
     """``E[max(Y, 0)]`` for ``Y ~ N(m, sigma^2)``."""
     z = m / sigma
-    return m * ndtr(z) + sigma * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+    out = ndtr(z)
+    out *= m
+    z *= -0.5 * z  # in place: the same operations as ``m ndtr(z) + sigma exp(-z^2/2) / sqrt(2 pi)``
+    np.exp(z, out=z)
+    z *= sigma
+    z /= np.sqrt(2.0 * np.pi)
+    out += z
+    return out
 
 
 def _wrap(d: np.ndarray, period: float) -> np.ndarray:
@@ -66,7 +73,7 @@ def _nodal_kernel(diffs, period: float, sigma: float) -> np.ndarray:
     return out
 
 
-def _projected_kernel(diffs, period: float, sigma, h: float) -> np.ndarray:
+def _projected_kernel(diffs, period: float, sigma, h: float, n_nodes: int | None = None) -> np.ndarray:
     """Sum over images of ``E[hat((X - x_j)/h)]`` for ``X ~ N(mu, sigma^2)``, ``d = x_j - mu``.
 
     Uses ``(h - |D|)_+ = R(D + h) - 2 R(D) + R(D - h)`` with the ramp ``R`` and the closed form of
@@ -74,24 +81,32 @@ def _projected_kernel(diffs, period: float, sigma, h: float) -> np.ndarray:
     their periodic images lie on one lattice of spacing ``h`` (``period`` is a multiple of ``h``),
     and ``D +- h`` are the neighbouring lattice points, so ``R`` is evaluated once per lattice point
     within reach of the mean (not three times per node and image) and the second differences are
-    folded back onto the nodes (lattice index modulo ``period / h``).
+    folded back onto the nodes (lattice index modulo ``period / h``). Only the first column
+    ``x_0 - mu`` of each ``d`` is read; ``n_nodes`` (default: the columns of ``d``) is the node count.
     """
     sigma = np.asarray(sigma, dtype=float)
     sig = sigma.reshape(-1, 1) if sigma.ndim else sigma
-    n_nodes = diffs[0].shape[1]
     per = int(round(period / h))  # lattice points per period
+    n_nodes = n_nodes if n_nodes is not None else diffs[0].shape[1]
     reach = int(np.ceil((9.0 * float(np.max(sigma)) + h) / h)) + 1
-    width = per * int(np.ceil((2 * reach + 1) / per))  # lattice window, a whole number of periods
-    steps = np.arange(-1, width + 1) - reach  # window plus one neighbour on each side
-    out = np.zeros(diffs[0].shape)
+    n_pts = 2 * reach + 1  # lattice points within reach of the mean
+    width = per * int(np.ceil(n_pts / per))  # lattice window, a whole number of periods (zero beyond reach)
+    steps = np.arange(-1, n_pts + 1) - reach  # points within reach plus one neighbour on each side
+    out = np.zeros((diffs[0].shape[0], n_nodes))
     for d in diffs:
         d0 = d[:, 0]  # x_0 - mu; the lattice is d0 + k h, node j <-> k = j mod per
         k0 = np.rint(-d0 / h).astype(np.int64)  # lattice point nearest the mean
         ramp = _ramp_mean(-((d0 + k0 * h)[:, None] + steps * h), sig)
-        val = np.maximum(ramp[:, :-2] - 2.0 * ramp[:, 1:-1] + ramp[:, 2:], 0.0) / h  # at k0 - reach + t
+        val = np.zeros((d0.size, width))  # at k0 - reach + t
+        second = val[:, :n_pts]
+        np.subtract(ramp[:, :-2], 2.0 * ramp[:, 1:-1], out=second)
+        second += ramp[:, 2:]
+        np.maximum(second, 0.0, out=second)
+        second /= h
         folded = val.reshape(val.shape[0], -1, per).sum(axis=1)  # [r, t] <-> k = k0 - reach + t (mod per)
-        idx = (np.arange(per)[None, :] - (k0 - reach)[:, None]) % per
-        out += np.take_along_axis(folded, idx, axis=1)[:, :n_nodes]
+        # node j <-> t = (j - k0 + reach) mod per: a window of the folded row repeated twice
+        idx = ((reach - k0) % per)[:, None] + np.arange(n_nodes)[None, :]
+        out += np.take_along_axis(np.concatenate([folded, folded], axis=1), idx, axis=1)
     return out
 
 
@@ -191,19 +206,22 @@ def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str) 
         tau = np.sqrt(_moment_tau2(mu / h, sigma, h))
     for start in range(0, mean.size, block):
         m = mu[start : start + block, None]
-        diffs = [x - m] if axis.periodic else [x - m, x + m]
+        if discretization == "nodal":
+            diffs = [x - m] if axis.periodic else [x - m, x + m]
+        else:  # the projected kernel reads the first node's difference only
+            diffs = [x[:1] - m] if axis.periodic else [x[:1] - m, x[:1] + m]
         if discretization == "nodal":
             k = _nodal_kernel(diffs, period, sigma)
         else:
             width = sigma if tau is None else np.maximum(tau[start : start + block], 1e-9 * h)
-            k = _projected_kernel(diffs, period, width, h)
+            k = _projected_kernel(diffs, period, width, h, x.size)
             if not axis.periodic:  # the two mirror hats of a wall node are the same hat
                 k[:, [0, -1]] *= 0.5
             k /= w
         out[start : start + block] = k
     # Entries below 1e-30 of their row's maximum cannot affect any sum; zeroing them keeps
     # subnormal numbers (which slow BLAS down by orders of magnitude) out of the contractions.
-    out[out < 1e-30 * out.max(axis=1, keepdims=True)] = 0.0
+    np.multiply(out, out >= 1e-30 * out.max(axis=1, keepdims=True), out=out)
     out /= (out @ w)[:, None]
     return out
 

@@ -33,8 +33,12 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
   :func:`full_draws` draws.
 
-The noise itself is drawn exactly as by the per-draw code (same generator calls), so the result
-equals it to rounding (test).
+With :data:`REDUCED_NOISE` off, the noise itself is drawn exactly as by the per-draw code (same
+generator calls), so the result equals it to rounding (test). With it on (the default) and few
+mixes (``2 (2M + M_r) <= K + 1``), only the draws that form their full residual draw every normal
+number; the others draw their time mixes directly with the same law
+(:mod:`fpirl.uncertainty._reduced_noise`: ``(2M + M_r) n + K + 1`` normal numbers per draw instead
+of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo error only.
 """
 
 from __future__ import annotations
@@ -45,8 +49,10 @@ import numpy as np
 import scipy.linalg
 
 from ..core._tensor import apply_along_axes
-from ..weakform.assembly import time_pairs
+from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
+
+from ._reduced_noise import ReducedNoise
 
 #: Residual entries (pairs x nodes, summed over draws) for ``E||r(e)||^2`` and the second-order (bias) band.
 FULL_ENTRIES = 10**6
@@ -60,6 +66,11 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
+#: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
+_THREAD_MIN_SIZE = 1 << 18
+#: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
+#: mixes are at most half the snapshots; False: every draw from all its normal numbers (tests).
+REDUCED_NOISE = True
 
 
 def _noise(block, carry, model, normalize, grid, rng):
@@ -137,7 +148,20 @@ class BatchedDraws:
             eb = Tb if self.Wr is None else self.Wr.T @ Tb
             self.mix = np.vstack([self.V.T @ Tb, self.V.T @ Td, eb])  # (2M + M_r, K + 1)
             self.ce = None if self.crhat is None else np.tensordot(Tb, self.crhat, axes=(0, 0))  # e . ce = ebar . C r_hat
+        self.reduced = None
+        if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + 1 and self.Wr is not None:
+            # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
+            self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
         self._buffers = {}
+
+    def reduced_noise(self, model, normalize):
+        """The direct sampler of the time mixes (:class:`fpirl.uncertainty._reduced_noise.ReducedNoise`) or None."""
+        if not hasattr(self, "crc"):
+            return None
+        if self.reduced is None or self.reduced[0] != (model, normalize):
+            self.reduced = ((model, normalize), ReducedNoise(self.mix, self.pfull, model, normalize,
+                                                             self.op.grid.node_weights()))
+        return self.reduced[1]
 
     def _buffer(self, name, shape):
         """A work array kept from batch to batch (fresh large arrays cost a page fault per page)."""
@@ -228,41 +252,80 @@ class BatchedDraws:
                 Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
         return Wu, Wb
 
-    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray):
-        """``(W_u, W_b)`` as :meth:`_bands`, shift major ``(S, 3^d, *grid)``, when ``M`` and ``M_r`` are at
-        most :data:`SMALL_MODES`: per shift ``l`` and mode ``m`` one elementwise product over all draws
-        and nodes (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``),
-        read straight from the padded arrays, no stacked ``3^d`` copies."""
-        S, nl = rho.shape[0], len(self.shifts)
+    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray, W: np.ndarray, n_u: int = 0):
+        """``W_u + W_b`` into ``W`` ``(S, 3^d, *grid)`` (shift major) when ``M`` and ``M_r`` are at most
+        :data:`SMALL_MODES`, per shift ``l`` and mode ``m`` one elementwise product over all draws and nodes
+        (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``), read
+        straight from the padded arrays, no stacked ``3^d`` copies; the shifts split between two threads
+        (disjoint slices of ``W``). Returns ``adj(W_u)`` of the first ``n_u`` draws ``(n_u, n_coef)``,
+        walked before ``W_b`` is added."""
+        S = rho.shape[0]
         Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
         rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
         Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
-        Wu = self._buffer("Wu", (S, nl) + self.shape)
-        Wb = self._buffer("Wb", (S, nl) + self.shape)
-        for f, idx in enumerate(self.shifts):
-            sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
-            np.multiply(rho[:, 0], Pq[(0,) + sl], out=Wu[:, f])
-            for m in range(1, self.M):
-                Wu[:, f] += rho[:, m] * Pq[(m,) + sl]
-            np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=Wb[:, f])
-            for m in range(1, self.Mr):
-                Wb[:, f] += Pe[(slice(None), m) + sl] * rc[m]
-        return Wu, Wb
+        items = [(f, tuple(slice(i, i + n) for i, n in zip(idx, self.shape))) for f, idx in enumerate(self.shifts)]
 
-    def _adjoint(self, W: np.ndarray, shift_major: bool = False) -> np.ndarray:
-        """Adjoint walk of a test-node-major band ``(*grid, 3^d)`` (or shift-major ``(3^d, *grid)``),
-        to the interleaved layout first."""
+        def band_u(part):
+            tmp = np.empty((S,) + self.shape)
+            for f, sl in part:
+                np.multiply(rho[:, 0], Pq[(0,) + sl], out=W[:, f])
+                for m in range(1, self.M):
+                    np.multiply(rho[:, m], Pq[(m,) + sl], out=tmp)
+                    W[:, f] += tmp
+
+        def band_b(part):
+            tmp, acc = np.empty((S,) + self.shape), np.empty((S,) + self.shape)
+            for f, sl in part:
+                np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=acc)
+                for m in range(1, self.Mr):
+                    np.multiply(Pe[(slice(None), m) + sl], rc[m], out=tmp)
+                    acc += tmp
+                W[:, f] += acc
+
+        big = W[0].size >= _THREAD_MIN_SIZE
+        (_threaded if big else lambda work, it: work(it))(band_u, items)
+        u = self._adjoint_shift_major(W[:n_u]) if n_u else np.zeros((0, self.op.hermite.n_coef))
+        (_threaded if big else lambda work, it: work(it))(band_b, items)
+        return u
+
+    def _adjoint_shift_major(self, W: np.ndarray) -> np.ndarray:
+        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)``, shape ``(S, n_coef)``, in that
+        layout: axis ``b`` contracts ``(l_b, j_b)`` into ``i_b`` by one stacked GEMM per ``l_b`` over the draws
+        and the other axes (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``), so the
+        band is never transposed; two states, derivative placed or not, as in the interleaved walk."""
+        d, shape, S = self.d, self.shape, W.shape[0]
+        T = self.op._T
+        x0, x1, done = W, None, 1
+
+        def contract(x, M, view):  # (S, 3, P, n_b, R) -> (S, P, m, R)
+            n_b = view[3]
+            x = x.reshape(view)
+            out = np.matmul(M[:, :n_b], x[:, 0])
+            for lb in (1, 2):
+                out += np.matmul(M[:, lb * n_b:(lb + 1) * n_b], x[:, lb])
+            return out
+
+        for b in range(d):
+            view = (S, 3, 3 ** (d - b - 1) * done, shape[b], int(np.prod(shape[b + 1:], dtype=np.int64)))
+            M0, M1 = T[b]
+            n1 = contract(x0, M1, view)
+            if x1 is not None:
+                n1 += contract(x1, M0, view)
+            x0 = contract(x0, M0, view) if b < d - 1 else None
+            x1, done = n1, done * M0.shape[0]
+        return x1.reshape(S, -1)
+
+    def _adjoint(self, W: np.ndarray) -> np.ndarray:
+        """Adjoint walk of a test-node-major band ``(*grid, 3^d)``, to the interleaved layout first."""
         d = self.d
-        if shift_major:
-            x = W.reshape((3,) * d + self.shape).transpose([v for b in range(d) for v in (b, d + b)])
-            return self.op._adjoint(np.ascontiguousarray(x)).ravel()
         x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
         return self.op._adjoint(np.ascontiguousarray(x)).ravel()
 
-    def batch_vectors(self, noises, n_u: int = 0):
+    def batch_vectors(self, noises, n_u: int = 0, mixed=None):
         """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
-        (``nx = n_coef + [gamma]``)."""
-        S = len(noises)
+        (``nx = n_coef + [gamma]``); or of their time mixes ``mixed`` ``(S, 2M + M_r, *grid)`` (then
+        ``noises`` is not used)."""
+        S = len(noises) if mixed is None else mixed.shape[0]
         rho = self._buffer("rho", (S, self.M) + self.shape)
         ebar = self._buffer("ebar", (S, self.Mr) + self.shape)
         ug, bg = np.zeros(S), np.zeros(S)
@@ -280,7 +343,10 @@ class BatchedDraws:
                 ug[s] = float(np.vdot(self.cq, rho[s]))
                 bg[s] = float(np.vdot(eb, self.crhat))
         if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
-            mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+            given = mixed is not None
+            if not given:
+                mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+            mixed = mixed.reshape(S, self.mix.shape[0], -1)
             M = self.M
             ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
             rho[:] = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
@@ -288,20 +354,24 @@ class BatchedDraws:
             for s in range(S):
                 if self.estimated:
                     ug[s] = float(np.vdot(self.cq, rho[s]))
-                    bg[s] = float(np.vdot(noises[s], self.ce))
+                    bg[s] = float(np.vdot(ebar[s], self.crc) if given else np.vdot(noises[s], self.ce))
             del mixed
-        small = max(self.M, self.Mr) <= SMALL_MODES
-        Wu, Wb = self._bands_small(rho, ebar) if small else self._bands(rho, ebar)
-        del rho, ebar
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
-        for s in range(U.shape[1]):
-            U[:n, s] = self._adjoint(Wu[s], small)
-        Wu += Wb
-        del Wb
-        for s in range(S):
-            UB[:n, s] = self._adjoint(Wu[s], small)
+        if max(self.M, self.Mr) <= SMALL_MODES:
+            W = self._buffer("W", (S, len(self.shifts)) + self.shape)
+            U[:n] = self._bands_small(rho, ebar, W, U.shape[1]).T
+            UB[:n] = self._adjoint_shift_major(W).T
+        else:
+            Wu, Wb = self._bands(rho, ebar)
+            for s in range(U.shape[1]):
+                U[:n, s] = self._adjoint(Wu[s])
+            Wu += Wb
+            del Wb
+            for s in range(S):
+                UB[:n, s] = self._adjoint(Wu[s])
+        del rho, ebar
         if self.estimated:
             UB[n] = ug + bg
             U[n] = ug[: U.shape[1]]
@@ -335,18 +405,26 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
     n_full = int(min(full_draws(bd.K, int(np.prod(bd.shape))), n_draws))
     UB, U = np.empty((nx, n_draws)), np.empty((nx, min(n_u, n_draws)))
     Q, rr = np.zeros((nx, n_full)), np.empty(n_full)
+    reduced = bd.reduced_noise(model, normalize)
     with tqdm(total=n_draws, desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
               leave=False) as bar:
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
-            noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
+            # every normal number of the draws that form their full residual; the time mixes of the others directly
+            n_all = stop - start if reduced is None else max(0, min(stop, n_full) - start)
+            noises = bd._buffer("noise", (n_all,) + bd.pfull.shape)
             for e in noises:
                 bd.noise_into(e, model, normalize, rng)
             for s in range(start, min(stop, n_full)):
                 rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
                 if estimated:
                     Q[n, s] = qg
-            UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start))
+            mixed = None
+            if reduced is not None:
+                size = bd.pfull[0].size
+                mixed = np.concatenate([np.matmul(bd.mix, noises.reshape(n_all, bd.K + 1, size)),
+                                        reduced.sample(rng, stop - start - n_all).reshape(-1, bd.mix.shape[0], size)])
+            UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
     return UB, U, Q, rr

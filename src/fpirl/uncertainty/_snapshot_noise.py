@@ -91,6 +91,14 @@ PILOT_DRAWS = 3
 _CACHE_BYTES = 1 << 28
 
 
+class _BandOperator(NormalOperator):
+    """The tables, band walks and residuals of :class:`NormalOperator` without its right-hand sides, trace and
+    marginals (a pass over all snapshots): the assembled path's posterior takes those from the fit."""
+
+    def _right_hand_sides(self):
+        return None
+
+
 def _density_estimator(est):
     for cand in (est, getattr(est, "estimator_", None)):
         if isinstance(cand, PotentialEstimator) and getattr(cand, "coef_", None) is not None:
@@ -231,11 +239,11 @@ class _Solver:
             A = ne.xtx
             mu = np.trace(A) / self.n
             Kd = np.block([[A, ne.xtc[:, None]], [ne.xtc[None, :], np.array([[ne.cc]])]]) if estimated else A
-            K = Kd.copy()
-            K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
             self.Kd = Kd
             lam_fit, factor = getattr(inner, "_factor", (None, None))
             if estimated or factor is None or lam_fit != float(lam):  # else the fit's factor of this same K
+                K = Kd.copy()
+                K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
                 factor = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
             self.chol = factor
             self.xtc, self.cc = ne.xtc, ne.cc
@@ -326,8 +334,9 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     if not (isinstance(n_draws, (int, np.integer)) and n_draws >= 2):
         raise FpirlInputError(f"n_draws must be an integer >= 2, got {n_draws!r}")
     source = snapshots.normalize() if inner.normalize else snapshots
-    op = NormalOperator(source, h, time_scheme=inner.time_scheme, quadrature_points=inner.quadrature_points,
-                        compress=None if assembled else 1e-13)
+    op = (_BandOperator if assembled else NormalOperator)(source, h, time_scheme=inner.time_scheme,
+                                                         quadrature_points=inner.quadrature_points,
+                                                         compress=None if assembled else 1e-13)
     estimated = bool(inner.settings_.get("beta_estimated", 0))
     gamma = 1.0 / float(inner.beta_)
     theta = np.asarray(inner.coef_, dtype=float).ravel()

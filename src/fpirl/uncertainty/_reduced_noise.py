@@ -1,0 +1,125 @@
+r"""The time-mixed snapshot noise drawn directly, with its exact distribution (issue 20).
+
+The batched draws of :mod:`fpirl.uncertainty._batched` need the noise ``e`` (all ``K + 1``
+snapshots at every node) only through ``L`` fixed time mixes ``y = X e`` (``X`` the
+``L x (K + 1)`` matrix of the POD modes of the data and residual, ``L << K + 1`` for smooth data).
+Drawing all ``(K + 1) n`` normal numbers and mixing them wastes most of them. With the noise model
+of :func:`fpirl.uncertainty._batched._noise`,
+
+.. math::
+    e_k[j] = s_k[j] z_k[j] - [\text{normalize}]\, p_k[j]\, c_k,\qquad c_k = \sum_j w_j s_k[j] z_k[j],
+    \qquad z \sim N(0, I),
+
+(``s = p`` multiplicative, ``s = 1`` additive, ``w`` the node weights), ``y[:, j] = a_j - X (p_j \odot c)``
+with ``a_j = B_j z_j``, ``B_j = X \operatorname{diag}(s_j)``. Per node, ``B_j B_j^T = U_j \Lambda_j U_j^T``
+(``L x L``, eigenvalues below ``EIG_RTOL`` of the largest dropped), and
+
+* ``a_j = U_j \Lambda_j^{1/2} \xi_j``, ``\xi_j \sim N(0, I_L)`` independent over the nodes: the exact law of ``B_j z_j``;
+* given all ``\xi``, ``z_j = Q_j \xi_j + (I - Q_j Q_j^T) \zeta_j`` with ``Q_j = B_j^T U_j \Lambda_j^{-1/2}``
+  (orthonormal columns, ``Q_j^T z_j = \xi_j``) and ``\zeta_j`` independent standard normals, so
+
+  .. math::
+      c = \sum_j w_j \operatorname{diag}(s_j^2) X^T \beta_j + C_c^{1/2} \eta,\qquad
+      \beta_j = U_j \Lambda_j^{-1/2} \xi_j,\qquad
+      C_c = \sum_j w_j^2 \big(\operatorname{diag}(s_j^2) - H_j H_j^T\big),\ H_j = \operatorname{diag}(s_j^2) X^T U_j \Lambda_j^{-1/2},
+
+  ``\eta \sim N(0, I_{K+1})``.
+
+So one draw of ``y`` costs ``L n + K + 1`` normal numbers instead of ``(K + 1) n``, and its law is
+exactly that of ``X e`` (test: the covariance implied by the sampler, a linear map of its normal
+numbers, equals the dense ``X T (X T)^T`` of the noise map ``e = T z`` to rounding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance).
+EIG_RTOL = 1e-13
+#: Nodes per chunk when the global covariance ``C_c`` is accumulated.
+_CHUNK_NODES = 4096
+
+
+class ReducedNoise:
+    """Draws of ``y = X e`` (shape ``(S, L, n)``) with the exact law of the mixed snapshot noise (module doc).
+
+    Parameters
+    ----------
+    mix : ndarray (L, K + 1)
+        The time mixes ``X``.
+    pfull : ndarray (K + 1, *grid)
+        The fitted snapshots (the noise shape and the normalisation).
+    model : {'multiplicative', 'additive'}
+    normalize : bool
+        The fit scales each snapshot to unit mass (first-order effect on the noise).
+    weights : ndarray (*grid)
+        Node weights of the grid quadrature (:meth:`fpirl.core.grid.Grid.node_weights`).
+    """
+
+    def __init__(self, mix, pfull, model, normalize, weights):
+        self.mix = np.asarray(mix, dtype=float)
+        L, k1 = self.mix.shape
+        self.L, self.K1 = L, k1
+        self.grid_shape = pfull.shape[1:]
+        P = pfull.reshape(k1, -1)
+        self.n = P.shape[1]
+        self.P = P
+        self.normalize = bool(normalize)
+        additive = model != "multiplicative"
+        s2 = np.ones_like(P) if additive else P * P
+        # per node B_j B_j^T = X diag(s_j^2) X^T: one GEMM (L^2 x (K+1)) @ ((K+1) x n); additive: X X^T everywhere
+        outer = (self.mix[:, None, :] * self.mix[None, :, :]).reshape(L * L, k1)
+        gram = (outer @ (s2[:, :1] if additive else s2)).T.reshape(-1, L, L)
+        gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
+        lam, U = np.linalg.eigh(gram)  # (n or 1, L), (n or 1, L, L)
+        keep = lam > EIG_RTOL * np.maximum(lam[:, -1:], 1e-300)
+        lam = np.where(keep, lam, 0.0)
+        inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, lam, 1.0)), 0.0)
+        # a_j = root_j xi_j, beta_j = pinv_j xi_j, stored (L, L, n or 1) for elementwise products over the nodes
+        self.root = np.ascontiguousarray((U * np.sqrt(lam)[:, None, :]).transpose(1, 2, 0))
+        self.pinv = np.ascontiguousarray((U * inv[:, None, :]).transpose(1, 2, 0))
+        if not self.normalize:
+            return
+        w = np.asarray(weights, dtype=float).ravel()
+        self.S2w = s2 * w[None, :]  # (K+1, n): w_j s_k[j]^2
+        cc = np.diag(s2 @ (w * w))  # diag(sum_j w_j^2 s_j^2)
+        if additive:  # sum_j w_j^2 X^T pinv pinv^T X
+            H = self.mix.T @ self.pinv[..., 0]
+            cc -= float(w @ w) * (H @ H.T)
+        for lo in range(0, 0 if additive else self.n, _CHUNK_NODES):
+            hi = min(self.n, lo + _CHUNK_NODES)
+            # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L)
+            H = self.S2w[:, lo:hi, None] * np.einsum("ik,ilj->kjl", self.mix, self.pinv[..., lo:hi])
+            Hf = H.reshape(k1, -1)
+            cc -= Hf @ Hf.T
+        cc = 0.5 * (cc + cc.T)
+        lc, Uc = np.linalg.eigh(cc)
+        self.croot = Uc * np.sqrt(np.clip(lc, 0.0, None))[None, :]
+
+    def from_normals(self, xi: np.ndarray, eta: np.ndarray | None = None) -> np.ndarray:
+        """``y`` from given standard normals ``xi`` ``(S, n, L)`` and ``eta`` ``(S, K + 1)`` (the sampler is
+        linear in them: the tests read its covariance off unit vectors)."""
+        S = xi.shape[0]
+        xt = np.ascontiguousarray(np.swapaxes(xi, 1, 2))  # (S, L, n)
+
+        def per_node(A):  # (A_j xi_j) for every node, (S, L, n): L elementwise passes (one GEMM if A_j = A)
+            if A.shape[-1] == 1:
+                return np.matmul(A[..., 0], xt)
+            out = A[None, :, 0] * xt[:, None, 0]
+            for m in range(1, self.L):
+                out += A[None, :, m] * xt[:, None, m]
+            return out
+
+        y = per_node(self.root)
+        if self.normalize:
+            beta = per_node(self.pinv)  # (S, L, n)
+            t = self.S2w @ np.moveaxis(beta, 2, 0).reshape(self.n, S * self.L)  # (K+1, S L)
+            c = np.einsum("ik,ksi->sk", self.mix, t.reshape(self.K1, S, self.L)) + eta @ self.croot.T
+            y -= np.matmul(self.mix[None] * c[:, None, :], self.P)  # X (p_j * c)
+        return y
+
+    def sample(self, rng, n_draws: int) -> np.ndarray:
+        """``n_draws`` draws of ``y``, shape ``(n_draws, L, *grid)``."""
+        xi = rng.standard_normal((n_draws, self.n, self.L))
+        eta = rng.standard_normal((n_draws, self.K1)) if self.normalize else None
+        return self.from_normals(xi, eta).reshape((n_draws, self.L) + self.grid_shape)
