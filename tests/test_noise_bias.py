@@ -138,3 +138,23 @@ def test_noise_dominated_beta_from_block_means():
     lo, hi = post.beta_interval()
     assert lo <= 4.0 <= hi < 6.0, (lo, hi)
     assert post.bias[-1] == 0.0 and np.any(post.bias[:-1] != 0.0)
+
+
+def test_correction_that_moves_nothing_keeps_the_beta_interval(spectral_data):
+    """Noise-free data: the correction moves 1/beta by ~nothing, so the posterior keeps the snapshot
+    model's bias column for gamma and the beta interval equals the uncorrected fit's (the oracle); the
+    fraction rule itself: all of a bias removed -> 0, none -> 1, block-averaged beta -> 0."""
+    from fpirl.uncertainty import posterior
+    from fpirl.uncertainty._basis import remaining_bias_fraction
+
+    grid, times, vals = spectral_data
+    s = DensitySnapshots(grid, times, vals)
+    a = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s)
+    b = PotentialEstimator(hermite_elements=4, estimate_beta=True, correct_noise=False).fit(s)
+    assert abs(a.noise_correction_["gamma_shift"]) < 1e-3 / a.beta_
+    lo_a, hi_a = posterior(a, s).beta_interval()
+    lo_b, hi_b = posterior(b, s).beta_interval()
+    assert lo_a == pytest.approx(lo_b, rel=5e-3) and hi_a == pytest.approx(hi_b, rel=5e-3)
+    assert remaining_bias_fraction(0.2, -0.2) == 0.0 and remaining_bias_fraction(0.2, 0.0) == 1.0
+    assert remaining_bias_fraction(-0.2, 0.05) == pytest.approx(0.75)
+    assert remaining_bias_fraction(0.2, 0.0, coarsening=2) == 0.0 and remaining_bias_fraction(0.2, None) == 0.0

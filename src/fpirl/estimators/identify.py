@@ -167,7 +167,8 @@ class PotentialEstimator(FittedPotentialMixin):
     noise_correction_ : dict or None
         With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from
         ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` before solving (``normal_equations_``
-        keeps the uncorrected sums); None otherwise or after the fallback to plain least squares.
+        keeps the uncorrected sums), and on the assembled path ``gamma_shift``, how far the correction
+        moved ``1/beta``; None otherwise or after the fallback to plain least squares.
     beta_coarsening_ : int
         Nodes per axis averaged into one for beta (1: none; :mod:`fpirl.estimators._beta_noise`).
     settings_ : dict
@@ -337,6 +338,10 @@ class PotentialEstimator(FittedPotentialMixin):
             if got is not None:  # beta from block means (noise-dominated, or beta_block given)
                 coarsening, ne = got[1], raw
                 theta, gamma = solve(lam, 1.0 / got[0])[:2]
+            elif correction is not None:  # how far the correction moved 1/beta (read by the posterior)
+                ne, corrected = raw, ne
+                correction = {**correction, "gamma_shift": gamma - solve(lam)[1]}
+                ne = corrected
             _check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = raw.xtg + gamma * raw.xtc

@@ -198,6 +198,21 @@ def beta_order(inner, coarse_est, snapshots) -> float:
     return observed_order(counts, gammas)
 
 
+def remaining_bias_fraction(bias_gamma: float, gamma_shift: float | None, coarsening: int = 1) -> float:
+    """Fraction ``clip(1 - |shift| / |b|, 0, 1)`` of the predicted noise bias ``b`` of ``1/beta`` that a
+    noise-corrected fit still carries, ``shift`` being how far the correction moved ``1/beta``.
+
+    0 when ``1/beta`` came from block-averaged data (``coarsening > 1``) or the shift is unknown
+    (matrix-free paths); 1 when the correction did not move ``1/beta`` (e.g. smooth data, where the
+    snapshot model's "noise" is mostly model error).
+    """
+    if coarsening > 1 or gamma_shift is None or not np.isfinite(gamma_shift):
+        return 0.0
+    if bias_gamma == 0:
+        return 1.0
+    return float(np.clip(1.0 - abs(gamma_shift) / abs(bias_gamma), 0.0, 1.0))
+
+
 def add_basis_error(post, est, snapshots) -> None:
     """Refit at :func:`coarser_elements` Hermite elements and add the basis error to ``post`` (in place).
 
@@ -221,11 +236,15 @@ def add_basis_error(post, est, snapshots) -> None:
     h = post.hermite
     n = h.n_coef
     n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
-    if post.beta_estimated and post.bias is not None and getattr(inner, "noise_correction_", None) is not None:
+    correction = getattr(inner, "noise_correction_", None)
+    if post.beta_estimated and post.bias is not None and correction is not None:
         # the fit removed the noise's bias from 1/beta (corrected least squares, fpirl.weakform.noise_bias):
-        # the snapshot model's second-order bias column no longer applies to gamma (psi keeps it)
-        post.factor[-1, n_noise] = 0.0
-        post.bias[-1] = 0.0
+        # gamma keeps only the part of the snapshot model's second-order bias that the correction did not
+        # remove (in magnitude; all of it is removed with block-averaged data); psi keeps the whole column
+        left = remaining_bias_fraction(post.bias[-1], correction.get("gamma_shift"),
+                                       getattr(inner, "beta_coarsening_", 1))
+        post.factor[-1, n_noise] *= left
+        post.bias[-1] *= left
     col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
     col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
     post.basis = col
