@@ -166,7 +166,7 @@ def test_spectral_solver_refuses_a_huge_potential_instead_of_running_for_ever():
 
 def test_transition_kernel_of_huge_dt_is_uniform_and_quick():
     from fpirl.core.grid import Grid
-    from fpirl.mdp.transition import _kernel_1d
+    from fpirl.mdp._kernel_1d import _kernel_1d
 
     for boundary in ("periodic", "reflecting"):
         axis = Grid([-1.0], [1.0], [16], boundary=boundary).axes[0]

@@ -10,222 +10,22 @@ nodes ``(s, a)`` in C order. No dense ``(n_s n_a) x n_s`` matrix is formed excep
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import numpy as np
-from scipy.special import ndtr
 
 from ..core._errors import FpirlInputError
-from ..core.grid import Axis, Grid
+from ..core.grid import Grid
 from ..core.validation import _nodal, _positive, _require_axes, _state_weights, state_shape
+from ._kernel_1d import _BLOCK_ELEMENTS, _kernel_1d, _outer_sum
 
 _DISCRETIZATIONS = ("moment", "nodal", "projection")
 #: below these sigma / h the approximate kernels' moments are off by more than ~1% (warned about)
 _POOR_BELOW = {"nodal": 0.7, "projection": 4.0}
-_BLOCK_ELEMENTS = 1 << 22  # ~32 MB of float64 per temporary block
 
 # --------------------------------------------------------------------------------------------
 # transition
 # --------------------------------------------------------------------------------------------
-def _ramp_mean(m: np.ndarray, sigma: float) -> np.ndarray:
-    """``E[max(Y, 0)]`` for ``Y ~ N(m, sigma^2)``."""
-    z = m / sigma
-    out = ndtr(z)
-    out *= m
-    z *= -0.5 * z  # in place: the same operations as ``m ndtr(z) + sigma exp(-z^2/2) / sqrt(2 pi)``
-    np.exp(z, out=z)
-    z *= sigma
-    z /= np.sqrt(2.0 * np.pi)
-    out += z
-    return out
-
-
-def _wrap(d: np.ndarray, period: float) -> np.ndarray:
-    """Map differences into ``[-period/2, period/2)``."""
-    return d - period * np.floor(d / period + 0.5)
-
-
-def _n_images(extent: float, period: float) -> int:
-    """Periodic images on each side so that every neglected image lies > ``extent`` away."""
-    return max(0, int(np.ceil(extent / period - 0.5)))
-
-
-def _nodal_kernel(diffs, period: float, sigma: float) -> np.ndarray:
-    """Sum over images of ``exp(-(d + n period)^2 / (2 sigma^2))`` for every ``d`` in ``diffs``.
-
-    ``diffs`` is a list of arrays ``(n_rows, n_nodes)`` (one per mirror source). The result is
-    scaled by a per-row constant (a log-sum-exp shift), which the later normalisation removes.
-    """
-    if sigma < 0.5 * period:
-        n = np.arange(-_n_images(9.0 * sigma, period), _n_images(9.0 * sigma, period) + 1) * period
-        expo = np.concatenate([-((_wrap(d, period)[..., None] + n) ** 2) for d in diffs], axis=-1)
-        expo /= 2.0 * sigma * sigma
-        expo -= expo.max(axis=(1, 2), keepdims=True)
-        return np.exp(expo).sum(axis=-1)
-    # Wide kernel: the Fourier (theta-function) series converges in a handful of terms.
-    k = np.arange(1, 64)
-    amp = np.exp(-2.0 * (np.pi * sigma * k / period) ** 2)
-    k, amp = k[amp > 1e-18], amp[amp > 1e-18]
-    out = np.zeros(diffs[0].shape)
-    for d in diffs:
-        out += 1.0 + 2.0 * np.cos((2.0 * np.pi / period) * d[..., None] * k) @ amp
-    return out
-
-
-def _projected_kernel(diffs, period: float, sigma, h: float, n_nodes: int | None = None) -> np.ndarray:
-    """Sum over images of ``E[hat((X - x_j)/h)]`` for ``X ~ N(mu, sigma^2)``, ``d = x_j - mu``.
-
-    Uses ``(h - |D|)_+ = R(D + h) - 2 R(D) + R(D - h)`` with the ramp ``R`` and the closed form of
-    ``E[R(Y)]`` for a Gaussian ``Y``. ``sigma`` is a scalar or one value per row. The nodes and
-    their periodic images lie on one lattice of spacing ``h`` (``period`` is a multiple of ``h``),
-    and ``D +- h`` are the neighbouring lattice points, so ``R`` is evaluated once per lattice point
-    within reach of the mean (not three times per node and image) and the second differences are
-    folded back onto the nodes (lattice index modulo ``period / h``). Only the first column
-    ``x_0 - mu`` of each ``d`` is read; ``n_nodes`` (default: the columns of ``d``) is the node count.
-    """
-    sigma = np.asarray(sigma, dtype=float)
-    sig = sigma.reshape(-1, 1) if sigma.ndim else sigma
-    per = int(round(period / h))  # lattice points per period
-    n_nodes = n_nodes if n_nodes is not None else diffs[0].shape[1]
-    reach = int(np.ceil((9.0 * float(np.max(sigma)) + h) / h)) + 1
-    n_pts = 2 * reach + 1  # lattice points within reach of the mean
-    width = per * int(np.ceil(n_pts / per))  # lattice window, a whole number of periods (zero beyond reach)
-    steps = np.arange(-1, n_pts + 1) - reach  # points within reach plus one neighbour on each side
-    out = np.zeros((diffs[0].shape[0], n_nodes))
-    for d in diffs:
-        d0 = d[:, 0]  # x_0 - mu; the lattice is d0 + k h, node j <-> k = j mod per
-        k0 = np.rint(-d0 / h).astype(np.int64)  # lattice point nearest the mean
-        ramp = _ramp_mean(-((d0 + k0 * h)[:, None] + steps * h), sig)
-        val = np.zeros((d0.size, width))  # at k0 - reach + t
-        second = val[:, :n_pts]
-        np.subtract(ramp[:, :-2], 2.0 * ramp[:, 1:-1], out=second)
-        second += ramp[:, 2:]
-        np.maximum(second, 0.0, out=second)
-        second /= h
-        folded = val.reshape(val.shape[0], -1, per).sum(axis=1)  # [r, t] <-> k = k0 - reach + t (mod per)
-        # node j <-> t = (j - k0 + reach) mod per: a window of the folded row repeated twice
-        idx = ((reach - k0) % per)[:, None] + np.arange(n_nodes)[None, :]
-        out += np.take_along_axis(np.concatenate([folded, folded], axis=1), idx, axis=1)
-    return out
-
-
-def _projection_variance(theta: np.ndarray, tau2: np.ndarray, h: float) -> np.ndarray:
-    """Nodal variance ``sum_j h K_j (x_j - mu)^2`` of the projection kernel of ``N(mu, tau2)`` on an
-    unbounded grid of spacing ``h``, ``mu = theta h`` (``theta`` in ``[0, 1]``)."""
-    tau = np.sqrt(np.maximum(tau2, (1e-9 * h) ** 2))
-    reach = int(np.ceil(9.0 * float(np.max(tau)) / h)) + 2
-    x = h * np.arange(-reach, reach + 2)
-    mu = (theta * h)[..., None]
-    m = mu - x  # mean of X - x_j
-    sig = tau[..., None]
-    val = _ramp_mean(m + h, sig) - 2.0 * _ramp_mean(m, sig) + _ramp_mean(m - h, sig)
-    return np.sum(np.maximum(val, 0.0) * (x - mu) ** 2, axis=-1) / h
-
-
-def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) -> np.ndarray:
-    """Variance ``tau^2`` whose projection kernel has nodal variance ``sigma^2`` at cell position ``theta``.
-
-    The nodal variance of the projection of ``N(mu, tau^2)`` is ``tau^2 + E[(X - x_l)(x_r - X)]``
-    (the hats interpolate ``x^2`` from above): it grows monotonically from ``h^2 theta (1 - theta)``
-    (two-node kernel, the least variance any non-negative nodal kernel with mean ``mu`` can have)
-    at ``tau = 0``. ``tau^2`` is solved by bisection on a table of ``theta in [0, 1/2]`` (the
-    problem is symmetric) and interpolated; where ``sigma^2 < h^2 theta (1 - theta)`` it is 0.
-    257 table points keep the kernel's variance within 1e-5 relative of its target (2,049: 1e-7, at
-    eight times the cost; the default kernel is rebuilt for every posterior draw of the bands).
-    """
-    if sigma * sigma - h * h / 6.0 >= 4.0 * h * h:
-        # tau >= 2 h: E[(X - x_l)(x_r - X)] = h^2/6 up to (h^2/pi^2) exp(-2 pi^2 tau^2/h^2) < 1e-34 h^2
-        return np.full(np.shape(theta), sigma * sigma - h * h / 6.0)
-    grid, tau2 = _tau2_table(float(sigma), float(h), int(table))
-    t = np.mod(theta, 1.0)
-    return np.interp(np.minimum(t, 1.0 - t), grid, tau2)
-
-
-@functools.lru_cache(maxsize=32)
-def _tau2_table(sigma: float, h: float, table: int) -> tuple[np.ndarray, np.ndarray]:
-    """The bisection table of :func:`_moment_tau2` (depends on ``sigma`` and ``h`` only: computed once
-    for all posterior draws of the bands that share beta)."""
-    grid = np.linspace(0.0, 0.5, table)
-    lo, hi = np.zeros(table), np.full(table, sigma * sigma)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        above = _projection_variance(grid, mid, h) > sigma * sigma
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
-    tau2 = 0.5 * (lo + hi)
-    tau2[h * h * grid * (1.0 - grid) >= sigma * sigma] = 0.0
-    grid.flags.writeable = False
-    tau2.flags.writeable = False
-    return grid, tau2
-
-
-def _outer_sum(left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """``sum_r outer(left[r], right[r])`` for ``left (N, m)``, ``right (N, n)``.
-
-    Done as a batch of small GEMMs over groups of ``k`` rows plus a sum, instead of one
-    ``(m x N) @ (N x n)`` GEMM: multithreaded BLAS handles that tall-skinny shape badly (measured
-    60x slower on a 2-core machine shared with other processes), while small GEMMs run
-    single-threaded at full speed. Extra work: a sum of ``N m n / k`` numbers.
-    """
-    n_rows, m = left.shape
-    n = right.shape[1]
-    k = int(np.clip(131072 // max(1, m * n), 32, 512))
-    nb = n_rows // k
-    out = left[nb * k :].T @ right[nb * k :]
-    if nb:
-        step = max(1, _BLOCK_ELEMENTS // (m * n))  # batches per chunk: bounded temporary
-        for b in range(0, nb, step):
-            e = min(nb, b + step)
-            lb = left[b * k : e * k].reshape(e - b, k, m).transpose(0, 2, 1)
-            rb = right[b * k : e * k].reshape(e - b, k, n)
-            out += np.matmul(lb, rb).sum(axis=0)
-    return out
-
-
-def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str) -> np.ndarray:
-    """Normalised 1-D transition factor ``K[r, j] ~ N(x_j; mean_r, sigma^2)`` on one axis.
-
-    Periodic axes wrap the Gaussian (sum over periodic images); reflecting axes fold it at the
-    walls (method of images: a periodic sum of period ``2 L`` of the sources ``mu`` and ``-mu``
-    measured from the lower wall). Rows are scaled so that ``K @ axis.node_weights == 1``.
-    """
-    x = axis.nodes - axis.lower
-    mu = mean - axis.lower
-    w = axis.node_weights
-    h = axis.spacing
-    out = np.empty((mean.size, x.size))
-    period = axis.length if axis.periodic else 2.0 * axis.length
-    # A Gaussian of width >= 3 periods wrapped onto the period is uniform to exp(-18 pi^2) ~ 1e-77:
-    # wider ones give the same kernel, and the clamp keeps the image sums bounded (dt ~ 1e9).
-    sigma = min(float(sigma), 3.0 * period)
-    n_img = 2 * _n_images(9.0 * sigma + h, period) + 1
-    block = max(1, _BLOCK_ELEMENTS // (x.size * n_img * (1 if axis.periodic else 2)))
-    tau = None
-    if discretization == "moment":
-        tau = np.sqrt(_moment_tau2(mu / h, sigma, h))
-    for start in range(0, mean.size, block):
-        m = mu[start : start + block, None]
-        if discretization == "nodal":
-            diffs = [x - m] if axis.periodic else [x - m, x + m]
-        else:  # the projected kernel reads the first node's difference only
-            diffs = [x[:1] - m] if axis.periodic else [x[:1] - m, x[:1] + m]
-        if discretization == "nodal":
-            k = _nodal_kernel(diffs, period, sigma)
-        else:
-            width = sigma if tau is None else np.maximum(tau[start : start + block], 1e-9 * h)
-            k = _projected_kernel(diffs, period, width, h, x.size)
-            if not axis.periodic:  # the two mirror hats of a wall node are the same hat
-                k[:, [0, -1]] *= 0.5
-            k /= w
-        out[start : start + block] = k
-    # Entries below 1e-30 of their row's maximum cannot affect any sum; zeroing them keeps
-    # subnormal numbers (which slow BLAS down by orders of magnitude) out of the contractions.
-    np.multiply(out, out >= 1e-30 * out.max(axis=1, keepdims=True), out=out)
-    out /= (out @ w)[:, None]
-    return out
-
-
 class GaussianTransition:
     r"""Discretised MDP transition ``T(s'|s,a)`` of a Fokker-Planck potential.
 
@@ -248,7 +48,7 @@ class GaussianTransition:
       ``X ~ N(mu, tau^2)`` whose width ``tau <= sigma`` is chosen per source so that the kernel's
       variance is exactly ``sigma^2`` (the hats interpolate ``x^2`` from above, adding
       ``E[(X - x_l)(x_r - X)]``; ``tau`` comes from a monotone 1-D equation, see
-      :func:`_moment_tau2`). The mean is exact for any ``sigma`` (hats reproduce linear
+      ``fpirl.mdp._kernel_1d._moment_tau2``). The mean is exact for any ``sigma`` (hats reproduce linear
       functions), the variance exact wherever a non-negative kernel can have it: when
       ``sigma^2 < h^2 theta (1 - theta)`` (``theta`` the source's position in its cell, possible
       only for ``sigma < h/2``) no non-negative nodal kernel with mean ``mu`` is that narrow, and

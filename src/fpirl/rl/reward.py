@@ -18,7 +18,7 @@ from ..core.validation import _state_weights
 from ._results import open_result, result_gamma, reward_convention
 from ..io.netcdf import model_from_result
 from ..mdp.recovery import boltzmann_policy, soft_state_value
-from ..mdp.transition import _kernel_1d
+from ..mdp._kernel_1d import _kernel_1d
 
 __all__ = ["RecoveredReward", "reward_function"]
 
