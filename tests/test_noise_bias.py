@@ -29,7 +29,7 @@ def test_expected_noise_terms_match_monte_carlo(rng, boundary, scheme):
     v = rng.uniform(0.5, 2.0, (n_t,) + g.shape)  # any variance per snapshot and node
     exp = expected_noise_terms(NoiseVariance(v.sum(0), v[0], v[-1]), dt, build_tables(g, h), scheme)
     draws = {k: [] for k in exp}
-    for _ in range(300):
+    for _ in range(150):
         ne = assemble_normal_equations(_raw(g, dt * np.arange(n_t), np.sqrt(v) * rng.standard_normal(v.shape)), h,
                                        time_scheme=scheme)
         for k in draws:

@@ -54,6 +54,7 @@ from scipy.signal import lfilter
 from scipy.special import digamma, gammaln
 
 from ..core._errors import FpirlInputError
+from ..core._threads import one_blas_thread
 from .lag import model_mean
 from ._keep_rule import MIN_GAIN, beats, track_se
 
@@ -222,7 +223,8 @@ def fit_track_noise(u: np.ndarray, m: int, track: np.ndarray, starts=(0.9, 1.0))
     bounds = [tuple(np.log(NU_BOUNDS)), tuple(np.log(SCALE_BOUNDS)), FORGETTING_BOUNDS]
     best = None
     for lam0 in starts:  # a start on each side: the likelihood in lambda can have a ridge at 1
-        res = minimize(negll, [np.log(5.0), 0.0, lam0], jac=True, method="L-BFGS-B", bounds=bounds)
+        with one_blas_thread():  # L-BFGS-B's small BLAS calls: 6x slower on two threads
+            res = minimize(negll, [np.log(5.0), 0.0, lam0], jac=True, method="L-BFGS-B", bounds=bounds)
         if best is None or res.fun < best.fun:
             best = res
     return TrackNoise(float(np.exp(best.x[0])), float(np.exp(best.x[1])), float(best.x[2]))

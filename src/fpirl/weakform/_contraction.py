@@ -8,7 +8,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+
+from ..core._threads import one_blas_thread
 
 _THREADS = min(2, os.cpu_count() or 1)
 
@@ -141,7 +142,7 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
                 np.copyto(Xc, S2[:, t0 : t0 + w])
                 _walk(Xc.reshape(1, shape[0], -1), tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + w], work)
 
-        with threadpool_limits(1, user_api="blas"):  # small GEMMs: one BLAS thread each, chunks on two threads
+        with one_blas_thread():  # small GEMMs: one BLAS thread each, chunks on two threads
             _threaded(first_half, list(range(0, T, step)))
         del S2
         if progress is not None:
@@ -161,7 +162,7 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
             Xc = P[l0 : l0 + step].reshape(-1, n_h * shape[h], T // shape[h])
             _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1), work)
 
-    with threadpool_limits(1, user_api="blas"):
+    with one_blas_thread():
         _threaded(second_half, list(range(0, Lh, step)))
     if progress is not None:
         progress.update(d - h)

@@ -40,10 +40,10 @@ import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
+from ..core._threads import one_blas_thread
 from ..core.density import DensitySnapshots
 from ..core.grid import Axis
 from ..core.hermite import HermiteAxis, HermiteSpace
@@ -318,7 +318,7 @@ def assemble_normal_equations(
     # every BLAS call here is small (batched 1-D matrices) or runs in our own two threads: one BLAS
     # thread each (OpenBLAS's threads on small products cost more than they give, above all on busy cores)
     with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar, \
-            threadpool_limits(1, user_api="blas"):
+            one_blas_thread():
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, tables, time_scheme)
         bar.update(1)
         bar.update(1)

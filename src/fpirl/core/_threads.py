@@ -1,0 +1,21 @@
+"""BLAS threads: one where a computation is many small matrix products."""
+
+from __future__ import annotations
+
+from threadpoolctl import ThreadpoolController
+
+_BLAS: list = []  # the threadpoolctl controller
+
+
+def one_blas_thread():
+    """Context in which BLAS runs on one thread.
+
+    For work made of many small BLAS calls, where each call with BLAS threads pays a thread hand-off:
+    the flux operators' one-axis products (``n x n`` or ``2n x n`` matrices against long batches) ran
+    4-7x slower on two BLAS threads than on one, the normal-matrix contraction's chunks likewise, and
+    the L-BFGS-B fit of the per-track noise 6x (docs/benchmarks.md, issue 20 third pass).
+    """
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())  # once: it scans the loaded libraries
+    return _BLAS[0].limit(limits=1, user_api="blas")
+
