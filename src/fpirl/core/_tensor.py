@@ -5,6 +5,22 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
+
+_BLAS: list = []  # the threadpoolctl controller
+
+
+def one_blas_thread():
+    """Context in which BLAS runs on one thread.
+
+    The one-axis products of sum factorisation (:func:`apply_along_axes`) are many small or thin
+    GEMMs (``n x n``, ``m x 3n`` matrices against long batches); with BLAS threads each call pays a
+    thread hand-off. Measured on two shared cores the matrix-free products ran 3-10x slower than on
+    one BLAS thread (docs/benchmarks.md, issue 20: the flux operators, and the exact matrix-free path).
+    """
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())  # once: it scans the loaded libraries
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def apply_along_axes(values: np.ndarray, matrices: Sequence[np.ndarray]) -> np.ndarray:

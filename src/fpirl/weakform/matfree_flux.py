@@ -39,29 +39,13 @@ with ``H^{uv}[m, m'] = (T^{u T} T^v)[m, m'] (E^v E^{u T})[m', m]``, ``T^0 = M``,
 from __future__ import annotations
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from ._krylov import Marginals
-from ..core._tensor import apply_along_axes
+from ..core._tensor import apply_along_axes, one_blas_thread
 from .assembly import NormalEquations, _threaded
 from .matfree import NormalOperator
 
 __all__ = ["FluxOperator", "hat_derivative_matrix", "one_blas_thread"]
-
-_BLAS: list = []  # the threadpoolctl controller
-
-
-def one_blas_thread():
-    """Context in which BLAS runs on one thread.
-
-    The flux operators' one-axis products are many small GEMMs (``n x n`` or ``2n x n`` matrices
-    against long batches); with BLAS threads each call pays a thread hand-off, and measured on two
-    shared cores the products ran 4-7x slower than on one BLAS thread with the two work threads of
-    :func:`fpirl.weakform.assembly._threaded` over the POD modes (docs/benchmarks.md, issue 20 third pass).
-    """
-    if not _BLAS:
-        _BLAS.append(ThreadpoolController())  # once: it scans the loaded libraries
-    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def hat_derivative_matrix(fe) -> np.ndarray:
