@@ -10,10 +10,11 @@ _BLAS: list = []  # the threadpoolctl controller
 def one_blas_thread():
     """Context in which BLAS runs on one thread.
 
-    For work made of many small BLAS calls, where each call with BLAS threads pays a thread hand-off:
-    the flux operators' one-axis products (``n x n`` or ``2n x n`` matrices against long batches) ran
-    4-7x slower on two BLAS threads than on one, the normal-matrix contraction's chunks likewise, and
-    the L-BFGS-B fit of the per-track noise 6x (docs/benchmarks.md, issue 20 third pass).
+    For work made of many small or thin BLAS calls, where each call with BLAS threads pays a thread
+    hand-off. Measured on two shared cores (docs/benchmarks.md, issue 20): the one-axis products of sum
+    factorisation (``n x n``, ``m x 3n`` matrices against long batches) in the exact matrix-free path
+    ran 3-10x and in the flux operators 4-7x slower on two BLAS threads than on one, the normal-matrix
+    contraction's chunks likewise, and the L-BFGS-B fit of the per-track noise 6x.
     """
     if not _BLAS:
         _BLAS.append(ThreadpoolController())  # once: it scans the loaded libraries

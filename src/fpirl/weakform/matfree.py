@@ -45,6 +45,7 @@ import scipy.linalg
 import scipy.sparse
 
 from ..core._tensor import apply_along_axis
+from ..core._threads import one_blas_thread
 from ._krylov import Marginals
 from .assembly import NormalEquations, _threaded, build_tables, time_pairs
 from ..core.density import DensitySnapshots
@@ -168,6 +169,11 @@ class NormalOperator:
         self.n_matvec = 0
         self._modes, self.n_modes = None, None
         self._pod = None if compress is None else _IncrementalPOD(self.grid.size, compress)
+        with one_blas_thread():  # thin one-axis GEMMs (see matvec)
+            self._setup(compress)
+
+    def _setup(self, compress) -> None:
+        """Right-hand sides, POD modes and trace: one pass over the data (two when the POD gives up)."""
         self.rhs = self._right_hand_sides()  # feeds the POD in the same pass over the data
         if self._pod is not None:
             if self._pod.fed:
@@ -252,7 +258,16 @@ class NormalOperator:
         self._modes, self.n_modes = pod.modes(self.shape)
 
     def matvec(self, c: np.ndarray) -> np.ndarray:
-        """``A c`` (flat): one pass over the snapshots (or over the POD modes, see :meth:`_compress`)."""
+        """``A c`` (flat): one pass over the snapshots (or over the POD modes, see :meth:`_compress`).
+
+        Runs with BLAS on one thread (``fpirl.core._threads.one_blas_thread``): the walks are many
+        thin one-axis GEMMs, 3-10x faster so on two shared cores (docs/benchmarks.md, issue 20); the
+        pass over the data keeps its two work threads.
+        """
+        with one_blas_thread():
+            return self._matvec(c)
+
+    def _matvec(self, c: np.ndarray) -> np.ndarray:
         U = self._forward(c)
         W = np.zeros_like(U)
         if self._modes is not None:
