@@ -85,14 +85,16 @@ NOTES = [
     "chooses a state-dependent mobility g (degree of log g, 0 = the paper's constant beta) in front of drift and "
     "noise on the velocity axes, `da = [-g grad psi + grad g / beta] dt + sqrt(2 g / beta) dW`, which keeps "
     "exp(-beta psi) stationary (psi, the policy and the reward keep their meaning), and a second lag rho "
-    "(AR(1) residuals from smoothed or quantised positions); each is kept only when it wins its CV by two "
-    "paired standard errors over tracks. **constant beta** is the previous default (no mobility, no second "
-    "lag), at the same CV of psi. Each extension is kept only when it also gains 0.01 nats per transition.",
+    "(AR(1) residuals from smoothed or quantised positions), and a per-track noise scale (each track's "
+    "motility, a Student t predictive given the track's own earlier steps); each is kept only when it wins its "
+    "CV by two paired standard errors over tracks and 0.01 nats per transition. **constant beta** is the "
+    "paper's model (no mobility, no second lag, no track noise) at the same CV of psi; **previous default** "
+    "is mobility and second lag by CV with one noise scale for all tracks.",
     "- **non-gradient fraction**: share of the fitted velocity drift (cubic polynomial field, training tracks) "
     "that is not a gradient in velocity space (Helmholtz split, noise-corrected, bootstrap over tracks).",
-    "- Remaining structure none of these models has: a second lag (smoothed or quantised positions make "
-    "velocity increments correlated beyond one step), localisation noise, and cells that each live in their "
-    "own region (position-dependent terms in absolute coordinates rarely generalise to held-out tracks).",
+    "- Remaining structure none of these models has: localisation noise, correlations beyond the second "
+    "lag, and cells that each live in their own region (position-dependent terms in absolute coordinates "
+    "rarely generalise to held-out tracks).",
     "",
 ]
 
