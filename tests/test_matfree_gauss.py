@@ -49,15 +49,3 @@ def test_gauss_flux_is_as_accurate_as_the_exact_quadrature():
     # observed: gauss-flux 3.85%, assembled 3.93%, interpolated flux 6.55%
     assert abs(errors["gauss-flux"] - errors["assembled"]) < 0.1 * errors["assembled"], errors
     assert errors["gauss-flux"] < 0.6 * errors["interpolated-flux"], errors
-
-
-def test_gauss_flux_fit_has_no_posterior(rng):
-    """Like the interpolated flux: no snapshot-noise posterior (it needs the exact 3^d band), a warning."""
-    from fpirl.uncertainty import estimate_uncertainty
-
-    g = Grid([-1.0, -1.0], [1.0, 1.0], [6, 5], boundary="periodic")
-    s = DensitySnapshots(g, np.arange(4) * 0.1, 0.5 + 0.1 * rng.random((4,) + g.shape))
-    est = PotentialEstimator(hermite_elements=2, beta=2.0, solver="gauss-flux").fit(s)
-    assert est.solver_ == "gauss-flux" and est.settings_["solver"] == "gauss-flux"
-    with pytest.warns(RuntimeWarning, match="gauss-flux"):
-        assert estimate_uncertainty(est, "posterior", s) is None

@@ -130,14 +130,16 @@ def test_fit_matches_the_exact_quadrature_on_a_coupled_potential():
     assert np.linalg.norm(fits["mixed-flux"] - field(coef)) / scale < 0.1
 
 
-def test_mixed_flux_fit_has_no_posterior(rng):
+@pytest.mark.parametrize("solver", ["mixed-flux", "gauss-flux"])
+def test_flux_quadrature_fit_has_no_posterior(rng, solver):
+    """Like the interpolated flux: no snapshot-noise posterior (it needs the exact 3^d band), a warning."""
     from fpirl.uncertainty import estimate_uncertainty
 
     g = Grid([-1.0, -1.0], [1.0, 1.0], [6, 5], boundary="periodic")
     s = DensitySnapshots(g, np.arange(4) * 0.1, 0.5 + 0.1 * rng.random((4,) + g.shape))
-    est = PotentialEstimator(hermite_elements=2, beta=2.0, solver="mixed-flux").fit(s)
-    assert est.solver_ == "mixed-flux" and est.settings_["solver"] == "mixed-flux"
-    with pytest.warns(RuntimeWarning, match="mixed-flux"):
+    est = PotentialEstimator(hermite_elements=2, beta=2.0, solver=solver).fit(s)
+    assert est.solver_ == solver and est.settings_["solver"] == solver
+    with pytest.warns(RuntimeWarning, match=solver):
         assert estimate_uncertainty(est, "posterior", s) is None
 
 
