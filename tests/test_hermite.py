@@ -147,3 +147,21 @@ def test_element_cubics_are_the_x_derivatives_of_the_scaled_shape_functions():
         np.testing.assert_allclose(element_cubics(xi, H, 1)[:, j], d1, atol=1e-7)
         d2 = (f(xi + eps / H) - 2 * f(xi) + f(xi - eps / H)) / eps**2
         np.testing.assert_allclose(element_cubics(xi, H, 2)[:, j], d2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("elements, periodic", [((3,), False), ((2, 3), True), ((2, 3, 2), False), ((2, 2, 3, 2), True)])
+def test_h1_seminorm_matrix_is_the_sum_of_kronecker_products(elements, periodic):
+    """Oracle: the sum over the axes a of kron_b (G1 if b == a else G0), one Kronecker product each."""
+    space = HermiteSpace([-1.0] * len(elements), [1.0] * len(elements), elements, periodic=periodic)
+    g0 = [ax.gram(0) for ax in space.axes]
+    g1 = [ax.gram(1) for ax in space.axes]
+    expected = np.zeros((space.n_coef, space.n_coef))
+    for a in range(space.ndim):
+        K = np.ones((1, 1))
+        for b in range(space.ndim):
+            K = np.kron(K, g1[b] if b == a else g0[b])
+        expected += K
+    P = space.h1_seminorm_matrix()
+    np.testing.assert_allclose(P, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+    P[0, 0] += 1.0  # the result is the caller's own array (no cached Gram matrix is changed)
+    np.testing.assert_allclose(space.h1_seminorm_matrix(), expected, rtol=0, atol=1e-13 * np.abs(expected).max())

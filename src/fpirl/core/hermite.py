@@ -260,13 +260,15 @@ class HermiteSpace:
         """Gram matrix of ``int grad psi . grad psi``, i.e. ``sum_a kron_b (G1 if b == a else G0)``."""
         g0 = [ax.gram(0) for ax in self.axes]
         g1 = [ax.gram(1) for ax in self.axes]
-        P = np.zeros((self.n_coef, self.n_coef))
-        for a in range(self.ndim):
-            K = np.ones((1, 1))
-            for b in range(self.ndim):
-                K = np.kron(K, g1[b] if b == a else g0[b])
-            P += K
-        return P
+        # over the leading axes S = sum_a kron_b (G1 if b == a else G0) and T = kron_b G0; one axis
+        # more: S <- kron(S, G0_b) + kron(T, G1_b), T <- kron(T, G0_b) (two full-size products in all)
+        S, T = g1[0], g0[0]
+        for b in range(1, self.ndim):
+            S = np.kron(S, g0[b])
+            S += np.kron(T, g1[b])
+            if b < self.ndim - 1:
+                T = np.kron(T, g0[b])
+        return S.copy() if self.ndim == 1 else S
 
     def __repr__(self):
         return f"HermiteSpace(elements={self.elements}, periodic={self.periodic}, n_coef={self.n_coef})"
