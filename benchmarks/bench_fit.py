@@ -23,11 +23,12 @@ import time
 import numpy as np
 
 
-def smooth_snapshots(d, elements, n_times, seed=0):
+def smooth_snapshots(d, elements, n_times, seed=0, **grid_kw):
+    """A smooth periodic density on ``[-1, 1]^d`` (``grid_kw``: names, roles of the grid's axes)."""
     from fpirl import DensitySnapshots, Grid
 
     rng = np.random.default_rng(seed)
-    grid = Grid([-1.0] * d, [1.0] * d, elements)
+    grid = Grid([-1.0] * d, [1.0] * d, elements, **grid_kw)
     mesh = grid.mesh()
     k = rng.integers(-2, 3, size=(6, d))
     phase = rng.uniform(0, 2 * np.pi, 6)

@@ -356,20 +356,13 @@ def beta_noise(n_seeds=4):
 
 def _state_action_file(path, d, n, n_times):
     """A smooth periodic density file on a state-action grid (half state, half action axes)."""
-    from fpirl import DensitySnapshots, Grid
+    from bench_fit import smooth_snapshots
+
     from fpirl.io.netcdf import write_density
 
-    rng = np.random.default_rng(0)
     names = tuple(f"s{i}" for i in range(d // 2)) + tuple(f"a{i}" for i in range(d - d // 2))
     roles = ("state",) * (d // 2) + ("action",) * (d - d // 2)
-    grid = Grid([-1.0] * d, [1.0] * d, n, names=names, roles=roles)
-    mesh = grid.mesh()
-    k = rng.integers(-2, 3, size=(6, d))
-    phase = rng.uniform(0, 2 * np.pi, 6)
-    base = 1.5 + sum(0.2 * np.cos(np.pi * mesh @ kk + ph) for kk, ph in zip(k, phase))
-    t = np.linspace(0, 1, n_times)[:, None]
-    values = base[None] * (1 + 0.1 * np.sin(3 * t).reshape((-1,) + (1,) * d) * np.cos(np.pi * mesh[..., 0])[None])
-    write_density(path, DensitySnapshots(grid, np.arange(n_times) * 0.02, values))
+    write_density(path, smooth_snapshots(d, n, n_times, names=names, roles=roles))
 
 
 def _child(kind, args):

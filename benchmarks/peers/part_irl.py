@@ -66,20 +66,32 @@ def _kl_rows(p, q):
     return np.sum(np.where(p > 0, p * (np.log(np.maximum(p, FLOOR)) - np.log(np.maximum(q, FLOOR))), 0.0), axis=-1)
 
 
-def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
-    N = (9 if quick else 15) if N is None else N
-    H = GRIDWORLD_STEPS
-    beta, dt = GRIDWORLD_BETA, GRIDWORLD_DT
+def expert(N: int) -> dict:
+    """The Grid World expert on ``N`` nodes per axis: the true zero-mean psi and its state gradient, the
+    Boltzmann policy and Gaussian transition, their tabular masses, the uniform start and the expert's state
+    distributions ``D_exp`` for ``t = 0..H``."""
+    H, beta, dt = GRIDWORLD_STEPS, GRIDWORLD_BETA, GRIDWORLD_DT
     grid = Grid(GRIDWORLD_LOWER, GRIDWORLD_UPPER, N, names=GRIDWORLD_NAMES, roles=GRIDWORLD_ROLES)
     hermite, coef = gridworld_truth()
+    coef = hermite.remove_mean(coef)
     psi = hermite.evaluate_grid(coef, grid.coords)
     grad_s = hermite.gradient_grid(coef, grid.coords, grid.state_axes)
     pi_gt = boltzmann_policy(grid, psi, beta)
     T_gt = GaussianTransition(grid, grad_s, beta, dt)
-    S = N * N
     pi_mass, T_mass = tabular(grid, pi_gt, T_gt)
-    rho0 = np.full(S, 1.0 / S)
-    D_exp = state_visits(rho0, pi_mass, T_mass, H)  # the expert's state distributions, t = 0..H
+    rho0 = np.full(N * N, 1.0 / (N * N))
+    return {"grid": grid, "psi": psi, "grad_s": grad_s, "pi_gt": pi_gt, "T_gt": T_gt, "pi_mass": pi_mass,
+            "T_mass": T_mass, "rho0": rho0, "D_exp": state_visits(rho0, pi_mass, T_mass, H)}
+
+
+def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
+    N = (9 if quick else 15) if N is None else N
+    H = GRIDWORLD_STEPS
+    beta, dt = GRIDWORLD_BETA, GRIDWORLD_DT
+    ex = expert(N)
+    grid, psi, pi_gt, T_gt = ex["grid"], ex["psi"], ex["pi_gt"], ex["T_gt"]
+    pi_mass, T_mass, rho0, D_exp = ex["pi_mass"], ex["T_mass"], ex["rho0"], ex["D_exp"]
+    S = N * N
     # fpirl: only the expert's state-action densities (the MDP map; same numbers as D_exp * pi)
     t0 = time.perf_counter()
     rho0_density = np.full((N, N), 1.0 / (grid.axes[0].length * grid.axes[1].length))

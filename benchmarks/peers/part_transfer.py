@@ -22,15 +22,12 @@ import time
 
 import numpy as np
 from _bridge import call
-from part_irl import state_visits, tabular
+from part_irl import expert
 
-from fpirl import DensitySnapshots, Grid, PotentialEstimator
+from fpirl import DensitySnapshots, PotentialEstimator
 from fpirl.forward.markov import mdp_density_map
-from fpirl.mdp import boltzmann_policy
 from fpirl.mdp.recovery import DEFAULT_GAMMA
-from fpirl.mdp.transition import GaussianTransition
-from fpirl.problems.gridworld import (GRIDWORLD_BETA, GRIDWORLD_DT, GRIDWORLD_LOWER, GRIDWORLD_NAMES,
-                                      GRIDWORLD_ROLES, GRIDWORLD_STEPS, GRIDWORLD_UPPER, gridworld_truth)
+from fpirl.problems.gridworld import GRIDWORLD_BETA, GRIDWORLD_DT, GRIDWORLD_STEPS
 from fpirl.problems.transfer import TransferModel, transfer_markdown, transfer_table
 from fpirl.rl import solve_soft
 
@@ -38,17 +35,9 @@ from fpirl.rl import solve_soft
 def run(quick: bool, cache, seed: int = 2026, log=print, N=None) -> dict:
     N = (9 if quick else 15) if N is None else N
     H, beta, dt, gamma = GRIDWORLD_STEPS, GRIDWORLD_BETA, GRIDWORLD_DT, DEFAULT_GAMMA
-    grid = Grid(GRIDWORLD_LOWER, GRIDWORLD_UPPER, N, names=GRIDWORLD_NAMES, roles=GRIDWORLD_ROLES)
-    hermite, coef = gridworld_truth()
-    coef = hermite.remove_mean(coef)
-    psi = hermite.evaluate_grid(coef, grid.coords)
-    grad_s = hermite.gradient_grid(coef, grid.coords, grid.state_axes)
-    pi_gt = boltzmann_policy(grid, psi, beta)
-    T_gt = GaussianTransition(grid, grad_s, beta, dt)
-    S = N * N
-    pi_mass, T_mass = tabular(grid, pi_gt, T_gt)
-    rho0 = np.full(S, 1.0 / S)
-    D_exp = state_visits(rho0, pi_mass, T_mass, H)
+    ex = expert(N)
+    grid, psi, grad_s, pi_gt, T_gt = ex["grid"], ex["psi"], ex["grad_s"], ex["pi_gt"], ex["T_gt"]
+    T_mass, rho0, D_exp = ex["T_mass"], ex["rho0"], ex["D_exp"]
     t0 = time.perf_counter()
     rho0_density = np.full((N, N), 1.0 / (grid.axes[0].length * grid.axes[1].length))
     snaps = mdp_density_map(grid, pi_gt, T_gt, rho0_density, H)

@@ -91,6 +91,12 @@ def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bo
     return out, dcarry - ddecay * carry[first] - decay * dcarry[first]
 
 
+def _student_log_pdf(w, n, b, c, m):
+    """``log p`` of an ``m``-variate Student t residual with ``n`` degrees of freedom, squared norm ``c w``
+    and scale ``b c / n`` per axis (the predictive of the module doc, ``n = nu + N``, ``b = nu + S``)."""
+    return gammaln(0.5 * (n + m)) - gammaln(0.5 * n) - 0.5 * m * np.log(np.pi * b * c) - 0.5 * (n + m) * np.log1p(w / b)
+
+
 def _loglik_and_gradient(u, m, track, p):
     """Mean log-predictive of :class:`TrackNoise` at ``p = (log nu, log c, lambda)`` and its gradient."""
     nu, c, lam = np.exp(p[0]), np.exp(p[1]), float(p[2])
@@ -98,8 +104,7 @@ def _loglik_and_gradient(u, m, track, p):
     S, dS = discounted_sums(w, track, lam, derivative=True)
     N, dN = discounted_sums(np.full(w.size, float(m)), track, lam, derivative=True)
     n, b = nu + N, nu + S
-    ll = (gammaln(0.5 * (n + m)) - gammaln(0.5 * n) - 0.5 * m * np.log(np.pi * b * c)
-          - 0.5 * (n + m) * np.log1p(w / b))
+    ll = _student_log_pdf(w, n, b, c, m)
     d_n = 0.5 * (digamma(0.5 * (n + m)) - digamma(0.5 * n)) - 0.5 * np.log1p(w / b)
     d_b = -0.5 * m / b + 0.5 * (n + m) * w / (b * (b + w))
     d_w = -0.5 * (n + m) / (b + w)
@@ -125,9 +130,7 @@ class TrackNoise:
         lam = float(self.forgetting)
         S = discounted_sums(w, track, lam)
         N = discounted_sums(np.full(w.size, float(m)), track, lam)
-        n = self.nu + N
-        return (gammaln(0.5 * (n + m)) - gammaln(0.5 * n) - 0.5 * m * np.log(np.pi * (self.nu + S) * self.scale)
-                - 0.5 * (n + m) * np.log1p(w / (self.nu + S)))
+        return _student_log_pdf(w, self.nu + N, self.nu + S, self.scale, m)
 
     def draw(self, state, m: int, rng):
         """Standardised residuals ``z`` (``(n, m)``) for ``n`` tracks from the predictive given ``state``

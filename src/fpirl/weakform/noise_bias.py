@@ -138,11 +138,11 @@ LEAK_RATIO = 1.25
 def _difference_matrix(n: int, periodic: bool, filt: np.ndarray) -> np.ndarray:
     """``(n, n)``: the filter ``filt`` centred on each node (wrapped, or shifted inwards at the ends)."""
     q = filt.size
+    j = np.arange(n)
+    start = j - q // 2 if periodic else np.clip(j - q // 2, 0, n - q)
+    cols = (start[:, None] + np.arange(q)[None, :]) % n
     D = np.zeros((n, n))
-    for j in range(n):
-        start = j - q // 2 if periodic else min(max(j - q // 2, 0), n - q)
-        cols = np.arange(start, start + q) % n
-        np.add.at(D[j], cols, filt)
+    np.add.at(D, (np.broadcast_to(j[:, None], cols.shape), cols), np.broadcast_to(filt, cols.shape))
     return D
 
 
