@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-import scipy.stats
+import scipy.special
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
@@ -93,7 +93,7 @@ class CoefficientPosterior:
 
     def quantile(self, q: float) -> float:
         """Standardised quantile used for the intervals (normal, or Student t with ``dof``)."""
-        return float(scipy.stats.norm.ppf(q) if not np.isfinite(self.dof) else scipy.stats.t.ppf(q, self.dof))
+        return float(scipy.special.ndtri(q) if not np.isfinite(self.dof) else scipy.special.stdtrit(self.dof, q))
 
     def potential_std(self, coords) -> np.ndarray:
         """Posterior std of the zero-mean psi on the tensor grid ``coords``: ``sqrt(diag(B Sigma B^T))``.
