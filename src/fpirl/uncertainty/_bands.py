@@ -51,7 +51,7 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
         coef = draws[s][:n].reshape(h.shape)
         psi = h.evaluate_grid(coef, grid.coords)
         mdp = recover_mdp(grid, psi, h.gradient_grid(coef, grid.coords, grid.state_axes), 1.0 / g, dt, disc,
-                          reward=reward_convention)
+                          reward=reward_convention, tabulated=True)
         policy[s], reward[s] = mdp.policy, mdp.reward
 
     # the draws are independent and the transition kernels are numpy ufunc loops that release the GIL:
