@@ -276,7 +276,7 @@ def recover_mdp(
         paper's figures). They differ by ``gamma beta^-1 E_{s'}[H(pi(.|s'))]``.
     tabulated : bool, default False
         Interpolate the transition's rows in a table of exact ones (``GaussianTransition(...,
-        tabulated=True)``: within 1e-7 of the exact rows, several times faster on large grids).
+        tabulated=True)``: within 1e-8 of the exact rows, several times faster on large grids).
 
     Returns
     -------
