@@ -90,7 +90,7 @@ def test_tabulated_moment_kernel_keeps_mean_and_variance(periodic, ratio):
 
 def test_transition_tabulates_only_large_factors_of_smooth_kernels():
     """``tabulated=True``: axes with more rows than the table (> 8192) are interpolated (within 1e-8 of,
-    not equal to, the exact rows); 'moment' at sigma <= h/2, 'nodal' and small axes stay exact."""
+    not equal to, the exact rows); 'moment' at sigma <= h/2, 'nodal', small axes and axes of > 128 nodes stay exact."""
     grid = Grid([-1, -1, -1], [1, 1, 1], [24, 24, 16], roles=["state", "state", "action"], boundary="periodic")
     assert grid.size > _TABLE_STEPS
     rng = np.random.default_rng(3)
@@ -107,9 +107,11 @@ def test_transition_tabulates_only_large_factors_of_smooth_kernels():
             err = _row_error(a, b).max()
             assert (0 < err < 1e-8) if tabulated else err == 0, (disc, ratio, err)
     small = Grid([-1, -1], [1, 1], [10, 4], roles=["state", "action"], boundary="reflecting")
-    g = rng.uniform(-1, 1, (1,) + small.shape)
-    np.testing.assert_array_equal(GaussianTransition(small, g, 5.0, 0.02, tabulated=True).factors[0],
-                                  GaussianTransition(small, g, 5.0, 0.02).factors[0])
+    fine = Grid([-1, -1], [1, 1], [130, 72], roles=["state", "action"], boundary="periodic")  # > 128 nodes
+    for g in (small, fine):
+        d = rng.uniform(-1, 1, (1,) + g.shape)
+        np.testing.assert_array_equal(GaussianTransition(g, d, 5.0, 0.02, tabulated=True).factors[0],
+                                      GaussianTransition(g, d, 5.0, 0.02).factors[0])
 
 
 class _nothing:

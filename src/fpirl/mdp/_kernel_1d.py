@@ -14,6 +14,8 @@ _BLOCK_ELEMENTS = 1 << 22  # ~32 MB of float64 per temporary block
 #: Table rows per node spacing of the mean in the tabulated kernel (:func:`_row_table`): a multiple of the
 #: 512 per spacing of the knots of ``_moment_tau2`` (tau is then linear in the mean between table rows).
 _TABLE_STEPS = 8192
+#: Most lattice nodes per period of a tabulated axis: a table (rows and slopes) then holds <= 34 MB.
+_TABLE_MAX_PERIOD = 128
 
 
 def _ramp_mean(m: np.ndarray, sigma: float) -> np.ndarray:
@@ -222,13 +224,15 @@ def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str,
 def _tabulates(axis: Axis, n_rows: int, sigma: float, discretization: str) -> bool:
     """Whether ``_kernel_1d(..., tabulated=True)`` interpolates in the table (:func:`_tabulated_kernel`):
     'projection' at any ``sigma`` and 'moment' at ``sigma > h/2`` (below, ``tau`` falls to 0 at some
-    cell position and the rows change too fast there for the table), for more rows than the table has."""
-    if n_rows <= _TABLE_STEPS:
+    cell position and the rows change too fast there for the table), for more rows than the table has
+    and at most ``_TABLE_MAX_PERIOD`` nodes per period (2 (n - 1) on a reflecting axis of n nodes)."""
+    per = axis.n_nodes if axis.periodic else 2 * (axis.n_nodes - 1)
+    if n_rows <= _TABLE_STEPS or per > _TABLE_MAX_PERIOD:
         return False
     return discretization == "projection" or (discretization == "moment" and sigma > 0.5 * axis.spacing)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)
 def _row_table(per: int, h: float, sigma: float, discretization: str) -> tuple[np.ndarray, np.ndarray]:
     """Exact rows of the periodic kernel on ``per`` nodes of spacing ``h`` (first node at 0) for the means
     ``u h``, ``u`` on ``_TABLE_STEPS + 1`` points of ``[-1/2, 1/2]``, with their forward differences in
