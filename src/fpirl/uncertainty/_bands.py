@@ -13,6 +13,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from ..core._errors import FpirlInputError
+from ..core._threads import one_blas_thread
 from ..core._tensor import apply_along_axes
 from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
 from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
@@ -63,9 +64,10 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
         policy[s], reward[s] = mdp.policy, mdp.reward
 
     # the draws are independent and the transition kernels are numpy ufunc loops that release the GIL:
-    # two threads (results identical to the serial loop, each draw writes its own slice)
+    # two threads (results identical to the serial loop, each draw writes its own slice); their BLAS calls
+    # (thin products) on one thread each: measured 2.8x less CPU and 2-3x less wall time at 15^4 nodes
     threads = min(BAND_THREADS, len(draws)) if grid.size >= BAND_THREAD_MIN_NODES else 1
-    with tqdm(total=len(draws), desc="credible bands", disable=not progress, leave=False) as bar:
+    with tqdm(total=len(draws), desc="credible bands", disable=not progress, leave=False) as bar, one_blas_thread():
         if threads <= 1:
             for s in range(len(draws)):
                 one(s)
