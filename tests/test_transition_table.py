@@ -106,6 +106,10 @@ def test_transition_tabulates_only_large_factors_of_smooth_kernels():
         for a, b in zip(tab.factors, exact.factors):
             err = _row_error(a, b).max()
             assert (0 < err < 1e-8) if tabulated else err == 0, (disc, ratio, err)
+    bad = np.concatenate([np.linspace(-1, 1, _TABLE_STEPS), [np.nan]])  # not finite: as the exact path does
+    for tab in (False, True):
+        with pytest.raises(ValueError, match="NaN"):
+            _kernel_1d(grid.axes[0], bad, h, "moment", tab)
     small = Grid([-1, -1], [1, 1], [10, 4], roles=["state", "action"], boundary="reflecting")
     fine = Grid([-1, -1], [1, 1], [130, 72], roles=["state", "action"], boundary="periodic")  # > 128 nodes
     for g in (small, fine):

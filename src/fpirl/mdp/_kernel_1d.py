@@ -181,9 +181,10 @@ def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str,
     walls (method of images: a periodic sum of period ``2 L`` of the sources ``mu`` and ``-mu``
     measured from the lower wall). Rows are scaled so that ``K @ axis.node_weights == 1``.
     ``tabulated``: 'projection', and 'moment' at ``sigma > h/2``, with more rows than the table has, are
-    interpolated in a table of exact rows (:func:`_tabulated_kernel`); other kernels are computed exactly.
+    interpolated in a table of exact rows (:func:`_tabulated_kernel`); other kernels (and means that are not
+    all finite) are computed exactly.
     """
-    if tabulated and _tabulates(axis, mean.size, sigma, discretization):
+    if tabulated and _tabulates(axis, mean.size, sigma, discretization) and np.isfinite(mean).all():
         return _tabulated_kernel(axis, mean, sigma, discretization)
     x = axis.nodes - axis.lower
     mu = mean - axis.lower
