@@ -9,12 +9,15 @@ alternating rounds:
 
 1. one draw's recovery (:func:`fpirl.mdp.recover_mdp`, one thread, the minimum over 3 repeats of 8 draws)
    with the exact transition rows and with the tabulated ones (``tabulated=True``; the table is built
-   in a warm-up call, as the bands' first draw does);
+   in a warm-up call, as the bands' first draw does); and with 1/beta drawn per draw (beta 5 +- 5%),
+   as with beta estimated, where every draw builds its own table;
 2. :func:`fpirl.uncertainty.credible_bands` (64 draws, the default two threads): the way it was before
    (exact rows, psi and its gradient by ``HermiteSpace.evaluate_grid``, ``np.quantile``) and as it is
    now; wall and CPU seconds of the process;
 3. the largest difference between the two bands, relative to the range of each band.
 
+``--estimate-beta``: beta is estimated, so every draw has its own beta and transition width, and
+builds its own table (no reuse across draws; parts 1 and 2 then include the table builds).
 Prints markdown tables and the load average.
 """
 
@@ -30,7 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def _setup(tmp):
+def _setup(tmp, estimate_beta=False):
     from bench_uncertainty import _state_action_file
 
     from fpirl.estimators.identify import PotentialEstimator
@@ -40,7 +43,7 @@ def _setup(tmp):
     path = os.path.join(tmp, "d4.nc")
     _state_action_file(path, 4, 15, 50)
     s = read_density(path)
-    est = PotentialEstimator(hermite_elements=4, beta=5.0).fit(s)
+    est = PotentialEstimator(hermite_elements=4, **({"estimate_beta": True} if estimate_beta else {"beta": 5.0})).fit(s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = estimate_uncertainty(est, "auto", s)
@@ -55,6 +58,7 @@ def _old_bands(post, grid, dt, n_samples=64, rng=0):
     from fpirl.uncertainty._bands import BAND_THREADS
 
     draws = post.sample(n_samples, rng)
+    draws = draws[draws[:, -1] > 0]  # a draw of 1/beta that is not positive has no MDP
     h = post.hermite
     n = h.n_coef
     policy = np.empty((len(draws),) + grid.shape)
@@ -74,7 +78,7 @@ def _old_bands(post, grid, dt, n_samples=64, rng=0):
     return out
 
 
-def main(rounds):
+def main(rounds, estimate_beta=False):
     import timeit
 
     from threadpoolctl import threadpool_limits
@@ -84,26 +88,31 @@ def main(rounds):
 
     print("load average:", os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
-        post, grid, dt = _setup(tmp)
+        post, grid, dt = _setup(tmp, estimate_beta)
+    print(f"beta {'estimated' if estimate_beta else 'given'}: 1/beta {post.gamma:.3g} +- {post.gamma_std():.3g}")
     h = post.hermite
     n = h.n_coef
     draws = post.sample(8, 0)
+    draws = draws[draws[:, -1] > 0]
 
-    def recoveries(tabulated):
-        for d in draws:
+    own = 1.0 / (5.0 * (1.0 + 0.05 * np.random.default_rng(1).standard_normal(len(draws))))  # 1/beta per draw
+
+    def recoveries(tabulated, gammas=None):
+        for d, g in zip(draws, draws[:, n] if gammas is None else gammas):
             coef = d[:n].reshape(h.shape)
             recover_mdp(grid, h.evaluate_grid(coef, grid.coords), h.gradient_grid(coef, grid.coords, grid.state_axes),
-                        1.0 / d[n], dt, tabulated=tabulated)
+                        1.0 / g, dt, tabulated=tabulated)
 
     print("\n| round | rows | one draw's recovery, 1 thread, ms | load |")
     print("| --- | --- | --- | --- |")
     with threadpool_limits(1):
         recoveries(True)  # builds and caches the table
         for k in range(rounds):
-            for tabulated in (False, True):
-                t = min(timeit.repeat(lambda: recoveries(tabulated), number=1, repeat=3)) / len(draws)
-                print(f"| {k + 1} | {'tabulated' if tabulated else 'exact'} | {1e3 * t:.1f} | "
-                      f"{os.getloadavg()[0]:.1f} |", flush=True)
+            for name, tabulated, gammas in (("exact", False, None), ("tabulated", True, None),
+                                            ("exact, beta 5 +- 5% per draw", False, own),
+                                            ("tabulated, beta 5 +- 5% per draw (a table per draw)", True, own)):
+                t = min(timeit.repeat(lambda: recoveries(tabulated, gammas), number=1, repeat=3)) / len(draws)
+                print(f"| {k + 1} | {name} | {1e3 * t:.1f} | {os.getloadavg()[0]:.1f} |", flush=True)
 
     print("\n| round | credible_bands (64 draws, 2 threads) | wall s | CPU s | load |")
     print("| --- | --- | --- | --- | --- |")
@@ -125,4 +134,7 @@ def main(rounds):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
-    main(ap.parse_args().rounds)
+    ap.add_argument("--estimate-beta", action="store_true",
+                    help="fit beta too: every draw has its own beta, so every draw builds its own table")
+    args = ap.parse_args()
+    main(args.rounds, args.estimate_beta)
