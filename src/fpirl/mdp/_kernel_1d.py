@@ -237,10 +237,12 @@ def _tabulates(axis: Axis, n_rows: int, sigma: float, discretization: str) -> bo
 def _row_table(per: int, h: float, sigma: float, discretization: str) -> tuple[np.ndarray, np.ndarray]:
     """Exact rows of the periodic kernel on ``per`` nodes of spacing ``h`` (first node at 0) for the means
     ``u h``, ``u`` on ``_TABLE_STEPS + 1`` points of ``[-1/2, 1/2]``, with their forward differences in
-    ``u``; both with the columns repeated twice (a window of them is any cyclic shift of a row)."""
+    ``u``; both with the columns repeated twice (a window of them is any cyclic shift of a row). The rows
+    of ``u <= 0`` are those of ``-u`` mirrored about node 0 (``tau`` is symmetric), so only half are computed."""
     axis = Axis("table", 0.0, per * h, per, periodic=True)
-    u = np.linspace(-0.5, 0.5, _TABLE_STEPS + 1)
-    rows = _kernel_1d(axis, u * h, sigma, discretization)
+    half = _kernel_1d(axis, np.linspace(0.0, 0.5, _TABLE_STEPS // 2 + 1) * h, sigma, discretization)
+    mirrored = half[:0:-1, (-np.arange(per)) % per]  # u = -1/2 ... (just below) 0: node j <-> node -j
+    rows = np.concatenate([mirrored, half], axis=0)
     rows = np.concatenate([rows, rows], axis=1)
     slope = rows[1:] - rows[:-1]
     rows.flags.writeable = False
