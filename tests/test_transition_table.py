@@ -148,3 +148,36 @@ def test_band_quantiles_equal_numpy(n):
     arr[n // 2, 4, 1] = np.nan
     q = (0.05, 0.5, 0.95)
     np.testing.assert_array_equal(_quantiles(arr.copy(), q), np.quantile(arr, q, axis=0))
+
+
+def test_bands_on_a_tabulated_grid_equal_those_of_the_exact_rows():
+    """``credible_bands`` on a grid whose factors are tabulated (> 8192 rows): the bands of a loop of exact
+    recoveries and ``np.quantile`` over the same draws, to 1e-7 of each band's range."""
+    from fpirl.core.hermite import HermiteSpace
+    from fpirl.uncertainty import credible_bands
+
+    grid = Grid([-1, -1, -1], [1, 1, 1], [24, 24, 16], roles=["state", "state", "action"], boundary="periodic")
+    space = HermiteSpace.on_grid(grid, 2)
+    rng = np.random.default_rng(6)
+    draws = np.concatenate([rng.standard_normal((6, space.n_coef)), rng.uniform(0.15, 0.25, (6, 1))], axis=1)
+
+    class Draws:  # a posterior: fixed draws of [theta; 1/beta]
+        hermite = space
+
+        def sample(self, n, rng):
+            return draws
+
+    dt = 0.01  # sigma / h = 0.55-0.67: 'moment' tabulated
+    got = credible_bands(Draws(), grid, dt, 0.9, n_samples=6)
+    exact = {"policy": [], "reward": []}
+    for d in draws:
+        coef = d[:-1].reshape(space.shape)
+        mdp = recover_mdp(grid, space.evaluate_grid(coef, grid.coords),
+                          space.gradient_grid(coef, grid.coords, grid.state_axes), 1 / d[-1], dt, 0.9)
+        exact["policy"].append(mdp.policy)
+        exact["reward"].append(mdp.reward)
+    for name, arr in exact.items():
+        lo, hi = np.quantile(np.array(arr), (0.05, 0.95), axis=0)
+        for side, ref in (("lower", lo), ("upper", hi)):
+            err = np.abs(got[f"{name}_{side}"] - ref).max() / np.ptp(ref)
+            assert err < 1e-7, (name, side, err)

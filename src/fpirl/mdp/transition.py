@@ -86,7 +86,7 @@ class GaussianTransition:
         period and cached) instead of computing every row; used for axes with more than 8,192 rows
         (others are exact). The mean stays exact, the rows normalised, the variance within 2e-8
         relative of the exact kernel's, and every row within 1e-8 of its maximum of the exact row
-        (tests/test_transition_table.py): 7x faster at 15^4 nodes, for the many recoveries of the
+        (tests/test_transition_table.py): ~8x faster at 15^4 nodes, for the many recoveries of the
         credible bands (:func:`fpirl.uncertainty.credible_bands`).
     """
 
