@@ -1,6 +1,8 @@
 """The tabulated transition kernel (``GaussianTransition(..., tabulated=True)``, used by the credible bands)
 against an independent quadrature oracle and against the exact kernel; the bands' quantiles."""
 
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 
@@ -100,7 +102,7 @@ def test_transition_tabulates_only_large_factors_of_smooth_kernels():
                                    ("nodal", 1.0, False)):
         sigma, dt = ratio * h, 0.01
         kw = dict(beta=2 * dt / sigma**2, dt=dt, discretization=disc)
-        with np.errstate(all="ignore"), pytest.warns(RuntimeWarning) if disc == "projection" else _nothing():
+        with np.errstate(all="ignore"), pytest.warns(RuntimeWarning) if disc == "projection" else nullcontext():
             exact = GaussianTransition(grid, grad, **kw)
             tab = GaussianTransition(grid, grad, tabulated=True, **kw)
         for a, b in zip(tab.factors, exact.factors):
@@ -116,14 +118,6 @@ def test_transition_tabulates_only_large_factors_of_smooth_kernels():
         d = rng.uniform(-1, 1, (1,) + g.shape)
         np.testing.assert_array_equal(GaussianTransition(g, d, 5.0, 0.02, tabulated=True).factors[0],
                                       GaussianTransition(g, d, 5.0, 0.02).factors[0])
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_tabulated_recovery_reward_matches_the_exact_one():
