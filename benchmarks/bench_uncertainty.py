@@ -23,7 +23,11 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    policy/reward bands) on a 4-D state-action density file (15^4 nodes, 50 snapshots, 4 Hermite
    elements per axis, beta given), each in a fresh process, side by side in one run; wall seconds,
    peak RSS and the load average. ``--dims 4,5`` adds the 5-D case (8^5 nodes, 3 elements, 20
-   snapshots: the exact matrix-free path).
+   snapshots: the exact matrix-free path). ``--data smooth|fp|fp-noise`` picks the 4-D density (also for
+   part 7): ``smooth`` (default; a smooth density with two time modes, which the time-mode
+   compression of the assembly and the posterior turns into two passes), ``fp`` (Fokker-Planck
+   snapshots from the spectral solver, ~25 time modes above 1e-13) or ``fp-noise`` (the same with 2%
+   multiplicative noise: all 50 modes, as for measured data).
 6. The Hermite basis error (``--only basis``, issue 20): 12 seeded 2-D sets (spectral solver,
    trigonometric psi, beta = 4 given, 31 snapshots, 32^2 nodes, 5% multiplicative noise): coverage
    of the 90% band at 4 and 8 Hermite elements with and without the basis column; and the noise-free
@@ -354,15 +358,47 @@ def beta_noise(n_seeds=4):
             print(f"| {dt} | {n_t} | {el}^2 | {out[0]} | {out[1]} |", flush=True)
 
 
-def _state_action_file(path, d, n, n_times):
-    """A smooth periodic density file on a state-action grid (half state, half action axes)."""
+def _fp_snapshots(d, n, n_times, points=24, beta=5.0, noise=0.0, **grid_kw):
+    """Fokker-Planck snapshots from the independent spectral solver (periodic ``[-1, 1]^d``,
+    ``psi`` a separable-plus-product trigonometric sum,
+    a von Mises bump at t = 0, ``points`` collocation points per axis, dt = 0.02), on ``n`` FE nodes per
+    axis, times ``(1 + noise eps)``. Unlike :func:`bench_fit.smooth_snapshots` (two time modes) the clean
+    snapshots have ~25 time modes above 1e-13 of the largest, the noisy ones all 50."""
+    from fpirl import DensitySnapshots, Grid
+    from fpirl.forward import SpectralSolver, von_mises_bump
+
+    amp, phase = np.array([0.6, 0.35, 0.25, 0.3, 0.2, 0.15])[:d], np.array([0.3, -0.7, 1.1, 0.5, -0.2, 0.8])[:d]
+
+    def grad(x):  # psi = sum_b amp_b cos(pi x_b + phase_b) + 0.2 prod_b sin(pi x_b)
+        s, c = np.sin(np.pi * x), np.cos(np.pi * x)
+        prod = [0.2 * np.pi * c[..., a] * np.prod(np.delete(s, a, axis=-1), axis=-1) for a in range(d)]
+        return -amp * np.pi * np.sin(np.pi * x + phase) + np.stack(prod, -1)
+
+    solver = SpectralSolver([-1] * d, [1] * d, points, grad, beta)
+    times = 0.02 * np.arange(n_times)
+    init = von_mises_bump([-1] * d, [1] * d, [0.4, -0.3, 0.2, -0.1, 0.3, 0.0][:d], 1.5)
+    grid = Grid([-1.0] * d, [1.0] * d, n, boundary="periodic", **grid_kw)
+    values = np.clip(solver.evaluate(solver.solve(init, times), grid.coords), 0, None)
+    if noise:  # independent multiplicative noise: every snapshot its own direction (full time rank)
+        values = values * (1 + noise * np.random.default_rng(0).standard_normal(values.shape))
+    return DensitySnapshots(grid, times, values)
+
+
+def _state_action_file(path, d, n, n_times, data="smooth"):
+    """A periodic density file on a state-action grid (half state, half action axes): ``data='smooth'``
+    (:func:`bench_fit.smooth_snapshots`, two time modes), ``'fp'`` (:func:`_fp_snapshots`) or ``'fp-noise'``
+    (the same with 2% multiplicative noise)."""
     from bench_fit import smooth_snapshots
 
     from fpirl.io.netcdf import write_density
 
     names = tuple(f"s{i}" for i in range(d // 2)) + tuple(f"a{i}" for i in range(d - d // 2))
     roles = ("state",) * (d // 2) + ("action",) * (d - d // 2)
-    write_density(path, smooth_snapshots(d, n, n_times, names=names, roles=roles))
+    if data == "smooth":
+        snaps = smooth_snapshots(d, n, n_times, names=names, roles=roles)
+    else:
+        snaps = _fp_snapshots(d, n, n_times, noise=0.02 if data == "fp-noise" else 0.0, names=names, roles=roles)
+    write_density(path, snaps)
 
 
 def _child(kind, args):
@@ -389,7 +425,7 @@ def _child(kind, args):
                       "load_1min": os.getloadavg()[0]}))
 
 
-def default_vs_bare(dims):
+def default_vs_bare(dims, data="smooth"):
     import json
     import subprocess
     import tempfile
@@ -401,9 +437,9 @@ def default_vs_bare(dims):
     with tempfile.TemporaryDirectory() as tmp:
         for d in dims:
             n, k, nh = cases[d]
-            data = os.path.join(tmp, f"d{d}.nc")
-            _state_action_file(data, d, n, k)
-            common = ["fit", data, "--beta", "5", "--hermite-elements", str(nh), "--no-progress"]
+            path = os.path.join(tmp, f"d{d}.nc")
+            _state_action_file(path, d, n, k, data)
+            common = ["fit", path, "--beta", "5", "--hermite-elements", str(nh), "--no-progress"]
 
             def run(kind, args=()):
                 out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True,
@@ -415,13 +451,13 @@ def default_vs_bare(dims):
             default = run("cli", common + ["-o", os.path.join(tmp, "default.nc")])
             gemm2 = run("gemm")
             g = 0.5 * (gemm["seconds"] + gemm2["seconds"])
-            print(f"| {d}-D, {n}^{d} nodes, {k} snapshots, {nh} Hermite elements | {g:.2f} | "
+            print(f"| {d}-D, {n}^{d} nodes, {k} snapshots ({data}), {nh} Hermite elements | {g:.2f} | "
                   f"{none['seconds']:.1f} ({none['seconds'] / g:.1f}x) | {default['seconds']:.1f} "
                   f"({default['seconds'] / none['seconds']:.2f}x) | {none['peak_rss_gb']:.2f} / "
                   f"{default['peak_rss_gb']:.2f} | {gemm['load_1min']:.1f}-{gemm2['load_1min']:.1f} |", flush=True)
 
 
-def bare_vs_gemm(before, rounds):
+def bare_vs_gemm(before, rounds, data="smooth"):
     """GEMM / ``fit --uncertainty none`` (``before``: also with the fpirl source tree at that path) / GEMM,
     each in a fresh process, ``rounds`` times; the 4-D case of :func:`default_vs_bare`."""
     import json
@@ -434,9 +470,9 @@ def bare_vs_gemm(before, rounds):
           "| load |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "d4.nc")
-        _state_action_file(data, 4, 15, 50)
-        common = ["fit", data, "--beta", "5", "--hermite-elements", "4", "--no-progress", "--uncertainty", "none",
+        path = os.path.join(tmp, "d4.nc")
+        _state_action_file(path, 4, 15, 50, data)
+        common = ["fit", path, "--beta", "5", "--hermite-elements", "4", "--no-progress", "--uncertainty", "none",
                   "-o", os.path.join(tmp, "none.nc")]
 
         def run(kind, path, args=()):
@@ -470,6 +506,9 @@ if __name__ == "__main__":
     ap.add_argument("--before", metavar="SRC", help="--only bare: also time the fpirl source tree at SRC")
     ap.add_argument("--rounds", type=int, default=2, help="--only bare: rounds")
     ap.add_argument("--dims", default="4", help="dimensions of the default-vs-bare part (4 and/or 5)")
+    ap.add_argument("--data", choices=("smooth", "fp", "fp-noise"), default="smooth",
+                    help="--only default|bare: the 4-D density (smooth: two time modes; fp: spectral FP solver, "
+                         "~25 modes; fp-noise: the same with 2%% noise, all 50)")
     ap.add_argument("--sets", type=int, default=12, help="noisy sets of the basis part's coverage table (recorded: 12)")
     args = ap.parse_args()
     print("load average:", os.getloadavg())
@@ -491,7 +530,7 @@ if __name__ == "__main__":
     if args.only in (None, "beta-noise"):
         beta_noise()
     if args.only in (None, "default"):
-        default_vs_bare([int(v) for v in args.dims.split(",")])
+        default_vs_bare([int(v) for v in args.dims.split(",")], args.data)
     if args.only == "bare":
-        bare_vs_gemm(args.before, args.rounds)
+        bare_vs_gemm(args.before, args.rounds, args.data)
     print("load average:", os.getloadavg())
