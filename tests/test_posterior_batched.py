@@ -1,8 +1,8 @@
 """The batched snapshot-noise draws (fpirl.uncertainty._batched, issue 20) equal the per-draw band passes.
 
 Oracle: ``_snapshot_noise._draw``, the original one-draw-at-a-time computation of
-``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``, the bias band and ``||r(e)||^2`` (elementwise band
-passes over all pairs, no time compression, no stacked GEMMs), fed the same generator.
+``u = D(p)^T r(e)`` and ``b = D(e)^T r_hat`` (elementwise band passes over all pairs, no time
+compression, no stacked GEMMs), fed the same generator.
 """
 
 import numpy as np
@@ -43,21 +43,18 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
     def stack(i, j):
         return np.array([np.append(o[i], [o[j]] if estimate_beta else []) for o in old]).T
 
-    u_old, b_old, q_old = stack(0, 5), stack(1, 6), stack(2, 7)
-    rr_old = np.array([o[3] for o in old])
+    u_old, b_old = stack(0, 5), stack(1, 6)
     # one draw per batch / all draws in one batch; the band of b per test node / per data node
     # (the small-mode bands' shifts on two threads in the last)
     for batch_bytes, small, threads in ((1, 8, 1 << 18), (1 << 28, 8, 1 << 18), (1 << 28, 0, 1 << 18), (1 << 28, 8, 0)):
         monkeypatch.setattr(_batched, "BATCH_BYTES", batch_bytes)
         monkeypatch.setattr(_batched, "SMALL_MODES", small)
         monkeypatch.setattr(_batched, "_THREAD_MIN_SIZE", threads)
-        ub, u, q, rr = draw_vectors(res, "multiplicative", True, np.random.default_rng(5), n_draws, estimate_beta,
+        ub, u = draw_vectors(res, "multiplicative", True, np.random.default_rng(5), n_draws, estimate_beta,
                                     n_u=n_u)
         scale = np.abs(u_old + b_old).max()
         np.testing.assert_allclose(ub, u_old + b_old, rtol=0, atol=1e-11 * scale)
         np.testing.assert_allclose(u, u_old[:, :n_u], rtol=0, atol=1e-11 * scale)
-        np.testing.assert_allclose(q, q_old[:, :q.shape[1]], rtol=1e-11, atol=1e-13 * np.abs(q_old).max())
-        np.testing.assert_allclose(rr, rr_old[:len(rr)], rtol=1e-12)
 
 
 @pytest.mark.parametrize("model, normalize", [("multiplicative", True), ("additive", True), ("multiplicative", False)])

@@ -54,10 +54,6 @@ from tqdm.auto import tqdm
 
 from ._reduced_noise import ReducedNoise
 
-#: Residual entries (pairs x nodes, summed over draws) for ``E||r(e)||^2`` and the second-order (bias) band.
-FULL_ENTRIES = 10**6
-#: At most this many draws form their full noise residual.
-FULL_DRAWS_MAX = 8
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = 1e-13
 #: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
@@ -377,54 +373,28 @@ class BatchedDraws:
             U[n] = ug[: U.shape[1]]
         return UB, U
 
-    def full_statistics(self, e: np.ndarray):
-        """``(||r(e)||^2, adj(sum_k r_k(e) ⊗ shift(ē_k)), C ē . r(e))`` of one draw (second-order terms)."""
-        op = self.op
-        ebar, ce, re = self.res.apply(e)
-        W = np.zeros(op._band_shape())
-        self.res.accumulate(W, re, ebar)
-        return float(np.vdot(re, re)), op._adjoint(W).ravel(), float(np.vdot(ce, re))
 
-
-def full_draws(K: int, n_nodes: int) -> int:
-    """Draws whose full noise residual enters ``E||r(e)||^2`` and the bias: enough for :data:`FULL_ENTRIES`
-    residual entries, between 1 and :data:`FULL_DRAWS_MAX` (both are sums over all entries)."""
-    return int(np.clip(np.ceil(FULL_ENTRIES / max(1, K * n_nodes)), 1, FULL_DRAWS_MAX))
-
-
-def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0):
-    """``(UB, U, Q, rr)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`.
-
-    ``UB = u + b`` of ``n_draws`` draws ``(nx, n_draws)``; ``U = u`` of the first ``n_u`` draws;
-    ``Q`` the bias band and ``rr = ||r(e_s)||^2`` of the first :func:`full_draws` draws.
-    """
-
-    bd = BatchedDraws(res, estimated)
+def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None):
+    """``(UB, U)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`: ``UB = u + b`` of
+    ``n_draws`` draws ``(nx, n_draws)`` and ``U = u`` of the first ``n_u`` draws (``bd``: a
+    :class:`BatchedDraws` of ``res`` already built)."""
+    bd = BatchedDraws(res, estimated) if bd is None else bd
     n = res.op.hermite.n_coef
     nx = n + int(estimated)
-    n_full = int(min(full_draws(bd.K, int(np.prod(bd.shape))), n_draws))
     UB, U = np.empty((nx, n_draws)), np.empty((nx, min(n_u, n_draws)))
-    Q, rr = np.zeros((nx, n_full)), np.empty(n_full)
     reduced = bd.reduced_noise(model, normalize)
     with tqdm(total=n_draws, desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
               leave=False) as bar:
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
-            # every normal number of the draws that form their full residual; the time mixes of the others directly
-            n_all = stop - start if reduced is None else max(0, min(stop, n_full) - start)
-            noises = bd._buffer("noise", (n_all,) + bd.pfull.shape)
-            for e in noises:
-                bd.noise_into(e, model, normalize, rng)
-            for s in range(start, min(stop, n_full)):
-                rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
-                if estimated:
-                    Q[n, s] = qg
-            mixed = None
-            if reduced is not None:
-                size = bd.pfull[0].size
-                mixed = np.concatenate([np.matmul(bd.mix, noises.reshape(n_all, bd.K + 1, size)),
-                                        reduced.sample(rng, stop - start - n_all).reshape(-1, bd.mix.shape[0], size)])
+            noises, mixed = (), None
+            if reduced is None:  # every normal number of the draws
+                noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
+                for e in noises:
+                    bd.noise_into(e, model, normalize, rng)
+            else:  # their time mixes directly
+                mixed = reduced.sample(rng, stop - start)
             UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
-    return UB, U, Q, rr
+    return UB, U

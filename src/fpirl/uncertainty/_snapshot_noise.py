@@ -62,7 +62,8 @@ import numpy as np
 import scipy.linalg
 
 from ..core._errors import FpirlInputError
-from ._batched import _noise, draw_vectors, full_draws
+from ._batched import BatchedDraws, _noise, draw_vectors
+from ._expected import ExpectedResidual
 from ._resolution import resolution_error
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
@@ -85,8 +86,6 @@ DRAW_RTOL = 1e-6
 SIGMA_DRAWS = 8
 #: Residual entries per chunk from which the band accumulation runs on two threads.
 _THREAD_MIN_SIZE = 1 << 18
-#: Pilot draws per shape for ``noise='auto'`` (at most; fewer on large data, :func:`fpirl.uncertainty._batched.full_draws`).
-PILOT_DRAWS = 3
 #: The fitted fields are kept in memory between draws below this size (else re-read per draw).
 _CACHE_BYTES = 1 << 28
 
@@ -194,17 +193,17 @@ def _draw(res, model, normalize, rng, need_bands=True):
             ug, bg, qg)
 
 
-def choose_shape(res, normalize, rng) -> tuple[str, dict]:
-    """The noise shape whose expected residual energy per node best matches the observed one (module doc)."""
+def choose_shape(res, normalize, expected=None) -> tuple[str, dict]:
+    """The noise shape whose expected residual energy per node best matches the observed one (module doc;
+    the expectation exact, :class:`fpirl.uncertainty._expected.ExpectedResidual`)."""
+    expected = ExpectedResidual(res) if expected is None else expected
     obs = np.zeros(res.op.shape)
     for *_, rhat in res.fitted():
         obs += np.sum(rhat * rhat, axis=0)
     tiny = 1e-300 + 1e-12 * obs.max()
-    # each pilot's per-node energy sums K pairs: with many pairs one pilot per shape is enough
-    pilots = min(PILOT_DRAWS, full_draws(res.op.source.n_times - 1, res.op.grid.size))
     scores = {}
     for model in NOISE_MODELS[1:]:
-        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(pilots))
+        exp = expected.energy(model, normalize)
         ratio = np.log((obs + tiny) / (exp + 1e-12 * exp.max() + 1e-300))
         scores[model] = float(np.var(ratio))
     return min(scores, key=scores.get), scores
@@ -342,24 +341,31 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     theta = np.asarray(inner.coef_, dtype=float).ravel()
     res = _Residuals(op, theta, gamma, source.dt, inner.time_scheme)
     gen = np.random.default_rng(rng)
-    g_noise, g_prior, g_pilot = (np.random.default_rng(s) for s in gen.integers(2**62, size=3))
+    g_noise, g_prior, _ = (np.random.default_rng(s) for s in gen.integers(2**62, size=3))
+    bd = BatchedDraws(res, estimated)
+    expected = ExpectedResidual(res, bd.pfull)
     if noise == "auto":
-        noise = choose_shape(res, inner.normalize, g_pilot)[0]
+        noise = choose_shape(res, inner.normalize, expected)[0]
 
     n, nx = h.n_coef, h.n_coef + int(estimated)
     # all draws through batched contractions, the noise summed over time first (fpirl.uncertainty._batched)
     m = min(n_draws, SIGMA_DRAWS)
-    UB, U, Q, rr = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m)
+    UB, U = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m, bd=bd)
+    rr = float(np.sum(expected.energy(noise, inner.normalize)))  # E||r(e)||^2, exact
+    Q = np.zeros((nx, 1))  # E D(bar e)^T r(e), exact
+    Q[:n, 0], qg = expected.bias(noise, inner.normalize, estimated)
+    if estimated:
+        Q[n, 0] = qg
     rss = n_rows = 0
     for *_, rhat in res.fitted():
         rss += float(np.vdot(rhat, rhat))
         n_rows += rhat.size
     solver = _Solver(inner, op, estimated, rtol)
-    # E_1[RSS]: ||r(e_s)||^2 from every draw; the correction through d_s = -K^{-1} u_s (of the order
-    # of the number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
+    # E_1[RSS]: E||r(e)||^2 exact; the correction through d_s = -K^{-1} u_s (of the order of the
+    # number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
     Y = solver.solve(U)
     correction = -2 * np.sum(U * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
-    e_rss = float(np.mean(rr) + np.mean(correction))
+    e_rss = float(rr + np.mean(correction))
     if not (e_rss > 0 and rss > 0):
         raise FpirlInputError("the residual of the fit is zero: the noise level cannot be estimated")
     sigma2 = rss / e_rss
@@ -367,7 +373,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     prior = np.zeros((nx, n_draws))
     prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
     F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
-    bias = -sigma2 * solver.solve(Q.mean(axis=1, keepdims=True))  # second order: E[D(e)^T r(e)]
+    bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
     resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen)
                   if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
