@@ -45,6 +45,8 @@ from ..weakform.matfree import _pad
 
 #: Relative eigenvalue cut of the POD of the fields the operators act on.
 COMPRESS_RTOL = 1e-13
+#: The ``3^d`` band fields of the operators are kept between the expectations below this size.
+_BAND_CACHE_BYTES = 1 << 28
 
 
 def _axis_bands(T: np.ndarray, periodic: bool) -> np.ndarray:
@@ -75,6 +77,11 @@ def _modes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return V, np.tensordot(V, X, axes=(0, 0))
 
 
+def _bilinear(F1: np.ndarray, G: np.ndarray, F2: np.ndarray) -> np.ndarray:
+    """``sum_{m, m'} G[m, m'] F1_m F2_m'`` (fields ``F`` stacked on the first axis)."""
+    return np.einsum("m...,m...->...", F1, np.tensordot(G, F2, axes=(1, 0)))
+
+
 class ExpectedResidual:
     """The exact expectations of the module doc for the residual ``r`` of ``res``
     (:class:`fpirl.uncertainty._snapshot_noise._Residuals`) and the fitted snapshots ``pfull`` ``(K + 1, *grid)``
@@ -93,13 +100,23 @@ class ExpectedResidual:
         self.mass = [_axis_bands(tb.mass, self.periodic) for tb in op.tables]
         self.stiff = [_axis_bands(tb.stiffness, self.periodic) for tb in op.tables]
         self.w = op.grid.node_weights()
+        self._band_list = [] if 3 * 8 * op.grid.size * 3**self.d <= _BAND_CACHE_BYTES else None
+        self._cache = {}
 
     # --- the band operators -------------------------------------------------------------
-    def _bands(self, idx):
-        """``(A_l, C_l, B_l)`` for the shift ``idx`` (fields on the grid)."""
-        A = _outer([m[i] for m, i in zip(self.mass, idx)])
-        C = sum(_outer([(self.stiff if b == a else self.mass)[b][i] for b, i in enumerate(idx)]) for a in range(self.d))
-        return A, C, self.res.U[self.op._key(idx)] + self.res.gamma * C
+    def _bands(self):
+        """``(idx, A_l, C_l, B_l)`` for every shift ``l = idx`` (fields on the grid; kept when small)."""
+        if self._band_list:
+            yield from self._band_list
+            return
+        for idx in self.op._shifts:
+            A = _outer([m[i] for m, i in zip(self.mass, idx)])
+            C = sum(_outer([(self.stiff if b == a else self.mass)[b][i] for b, i in enumerate(idx)])
+                    for a in range(self.d))
+            item = (idx, A, C, self.res.U[self.op._key(idx)] + self.res.gamma * C)
+            if self._band_list is not None:
+                self._band_list.append(item)
+            yield item
 
     def _apply(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(A X, B X)`` for a stack of fields ``(m, *grid)``."""
@@ -116,64 +133,79 @@ class ExpectedResidual:
                 x += view * res.U[op._key(idx)][..., None]
         return AX, BX + np.moveaxis(x, -1, 0)
 
-    def _applied(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(A X_i, B X_i)`` for every row ``i``, through the POD modes of ``X``."""
-        V, Y = _modes(X)
-        AY, BY = self._apply(Y)
-        return np.tensordot(V, AY, axes=(1, 0)), np.tensordot(V, BY, axes=(1, 0))
-
     def _shift(self, P: np.ndarray, idx) -> np.ndarray:
         """``x[j + idx - 1]`` from the padded ``P``."""
         return P[tuple(slice(i, i + n) for i, n in zip(idx, self.shape))]
 
-    def _shape_terms(self, model, normalize):
+    def _sums(self, model):
+        """``s_i^2`` and the padded ``(S_a, S_b, S_c)`` (the variances summed over time with the weights)."""
         s2 = self.pfull**2 if model == "multiplicative" else np.ones_like(self.pfull)
         S = [np.tensordot(x, s2, axes=(0, 0)) for x in (self.alpha, self.beta, self.c)]
         return s2, [_pad(x[None], self.periodic)[..., 0] for x in S]
 
+    def _modes_of(self, key, X):
+        """``(V, Y, A Y, B Y)``: ``X_i = sum_m V[i, m] Y_m`` (POD modes) and the operators on the modes."""
+        if key not in self._cache:
+            V, Y = _modes(X)
+            self._cache[key] = (V, Y) + self._apply(Y)
+        return self._cache[key]
+
+    def _rank_one(self, model, s2):
+        """The normalisation's terms: ``kappa`` and the modes of ``p_i`` and ``v_i = w s_i^2``."""
+        kappa = np.tensordot(s2, self.w**2, axes=self.d)  # (K + 1,)
+        return kappa, self._modes_of("p", self.pfull), self._modes_of(("v", model), s2 * self.w[None])
+
     # --- the expectations -----------------------------------------------------------------
     def energy(self, model: str, normalize: bool) -> np.ndarray:
         """``E sum_k r_k(e)[j]^2`` per node (module doc)."""
-        s2, (Sa, Sb, Sc) = self._shape_terms(model, normalize)
+        key = ("energy", model, bool(normalize))
+        if key in self._cache:
+            return self._cache[key]
+        s2, (Sa, Sb, Sc) = self._sums(model)
         out = np.zeros(self.shape)
-        for idx in self.op._shifts:
-            A, _, B = self._bands(idx)
-            out += A * A * self._shift(Sa, idx) + 2 * A * B * self._shift(Sb, idx) + B * B * self._shift(Sc, idx)
+        for idx, A, _, B in self._bands():
+            out += A * (A * self._shift(Sa, idx) + 2 * B * self._shift(Sb, idx)) + B * B * self._shift(Sc, idx)
         if normalize:
-            a, b, a2, b2, kappa, _, _ = self._rank_one(s2)
+            kappa, (Vp, _, Ap, Bp), (Vv, _, Av, Bv) = self._rank_one(model, s2)
 
-            def q(x, y, x2, y2):
-                return (np.tensordot(self.alpha, x * x2, axes=(0, 0)) + np.tensordot(self.beta, x * y2 + y * x2, axes=(0, 0))
-                        + np.tensordot(self.c, y * y2, axes=(0, 0)))
+            def gp(x):  # sum_i x_i a_i a'_i = sum_{m, m'} (V^T diag(x) V')[m, m'] (modes m, m')
+                return Vp.T @ (x[:, None] * Vp)
 
-            k = kappa.reshape((-1,) + (1,) * self.d)
-            out += q(k * a, k * b, a, b) - 2 * q(a, b, a2, b2)
+            def gx(x):
+                return Vp.T @ (x[:, None] * Vv)
+
+            al, be, c = self.alpha, self.beta, self.c
+            out += (_bilinear(Ap, gp(kappa * al), Ap) + 2 * _bilinear(Ap, gp(kappa * be), Bp)
+                    + _bilinear(Bp, gp(kappa * c), Bp))
+            out -= 2 * (_bilinear(Ap, gx(al), Av) + _bilinear(Ap, gx(be), Bv) + _bilinear(Bp, gx(be), Av)
+                        + _bilinear(Bp, gx(c), Bv))
+        self._cache[key] = out
         return out
-
-    def _rank_one(self, s2):
-        v = s2 * self.w[None]
-        kappa = np.tensordot(s2, self.w**2, axes=self.d)  # (K + 1,)
-        a, b = self._applied(self.pfull)
-        a2, b2 = self._applied(v)
-        return a, b, a2, b2, kappa, v, s2
 
     def bias(self, model: str, normalize: bool, estimated: bool) -> tuple[np.ndarray, float]:
         """``(adj(W), sum_{l, j} C_l[j] W[l, j])``: ``E D(bar e)^T r(e)`` (the second-order band ``W``, module doc)."""
         op = self.op
-        s2, (_, Sb, Sc) = self._shape_terms(model, normalize)
+        s2, (_, Sb, Sc) = self._sums(model)
         W = np.zeros(op._band_shape())
-        for idx in op._shifts:
-            A, _, B = self._bands(idx)
+        for idx, A, _, B in self._bands():
             W[op._key(idx)] = A * self._shift(Sb, idx) + B * self._shift(Sc, idx)
         if normalize:
-            a, b, a2, b2, kappa, v, _ = self._rank_one(s2)
-            shp = (-1,) + (1,) * self.d
-            be, c = self.beta.reshape(shp), self.c.reshape(shp)
-            X = np.concatenate([be * a + c * b, -(be * a2 + c * b2)])
-            Y = np.concatenate([kappa.reshape(shp) * self.pfull - v, self.pfull])
-            V, Xm = _modes(X)  # sum_i X_i (x) Y_i = sum_m Xm_m (x) (V^T Y)_m
-            self.res.accumulate(W, Xm, np.tensordot(V, Y, axes=(0, 0)))
+            kappa, (Vp, Yp, Ap, Bp), (Vv, Yv, Av, Bv) = self._rank_one(model, s2)
+
+            def coef(x, V1, V2):
+                return V1.T @ (x[:, None] * V2)
+
+            def mix(G, Y):
+                return np.tensordot(G, Y, axes=(1, 0))
+
+            be, c = self.beta, self.c
+            # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i, in modes
+            F = np.concatenate([Ap, Bp, Av, Bv])
+            G = np.concatenate([mix(coef(be * kappa, Vp, Vp), Yp) - mix(coef(be, Vp, Vv), Yv),
+                                mix(coef(c * kappa, Vp, Vp), Yp) - mix(coef(c, Vp, Vv), Yv),
+                                -mix(coef(be, Vv, Vp), Yp), -mix(coef(c, Vv, Vp), Yp)])
+            self.res.accumulate(W, F, G)
         qg = 0.0
         if estimated:
-            qg = float(sum(np.vdot(self._bands(idx)[1], W[op._key(idx)]) for idx in op._shifts))
+            qg = float(sum(np.vdot(C, W[op._key(idx)]) for idx, _, C, _ in self._bands()))
         return op._adjoint(W).ravel(), qg
