@@ -75,21 +75,21 @@ class ReducedNoise:
         keep = lam > EIG_RTOL * np.maximum(lam[:, -1:], 1e-300)
         lam = np.where(keep, lam, 0.0)
         inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, lam, 1.0)), 0.0)
-        # a_j = root_j xi_j, beta_j = pinv_j xi_j, stored (L, L, n or 1) for elementwise products over the nodes
-        self.root = np.ascontiguousarray((U * np.sqrt(lam)[:, None, :]).transpose(1, 2, 0))
-        self.pinv = np.ascontiguousarray((U * inv[:, None, :]).transpose(1, 2, 0))
+        # a_j = root_j xi_j, beta_j = pinv_j xi_j: (n or 1, L, L), one stacked GEMM per draw batch
+        self.root = np.ascontiguousarray(U * np.sqrt(lam)[:, None, :])
+        self.pinv = np.ascontiguousarray(U * inv[:, None, :])
         if not self.normalize:
             return
         w = np.asarray(weights, dtype=float).ravel()
         self.S2w = s2 * w[None, :]  # (K+1, n): w_j s_k[j]^2
         cc = np.diag(s2 @ (w * w))  # diag(sum_j w_j^2 s_j^2)
         if additive:  # sum_j w_j^2 X^T pinv pinv^T X
-            H = self.mix.T @ self.pinv[..., 0]
+            H = self.mix.T @ self.pinv[0]
             cc -= float(w @ w) * (H @ H.T)
         for lo in range(0, 0 if additive else self.n, _CHUNK_NODES):
             hi = min(self.n, lo + _CHUNK_NODES)
             # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L)
-            H = self.S2w[:, lo:hi, None] * np.einsum("ik,ilj->kjl", self.mix, self.pinv[..., lo:hi])
+            H = self.S2w[:, lo:hi, None] * np.einsum("ik,jil->kjl", self.mix, self.pinv[lo:hi])
             Hf = H.reshape(k1, -1)
             cc -= Hf @ Hf.T
         cc = 0.5 * (cc + cc.T)
@@ -100,21 +100,13 @@ class ReducedNoise:
         """``y`` from given standard normals ``xi`` ``(S, n, L)`` and ``eta`` ``(S, K + 1)`` (the sampler is
         linear in them: the tests read its covariance off unit vectors)."""
         S = xi.shape[0]
-        xt = np.ascontiguousarray(np.swapaxes(xi, 1, 2))  # (S, L, n)
-
-        def per_node(A):  # (A_j xi_j) for every node, (S, L, n): L elementwise passes (one GEMM if A_j = A)
-            if A.shape[-1] == 1:
-                return np.matmul(A[..., 0], xt)
-            out = A[None, :, 0] * xt[:, None, 0]
-            for m in range(1, self.L):
-                out += A[None, :, m] * xt[:, None, m]
-            return out
-
-        y = per_node(self.root)
+        xt = np.ascontiguousarray(xi.transpose(1, 2, 0))  # (n, L, S): per node one small GEMM
+        y = np.matmul(self.root, xt)  # (n, L, S)
+        y = np.ascontiguousarray(y.transpose(2, 1, 0))  # (S, L, n)
         if self.normalize:
-            beta = per_node(self.pinv)  # (S, L, n)
-            t = self.S2w @ np.moveaxis(beta, 2, 0).reshape(self.n, S * self.L)  # (K+1, S L)
-            c = np.einsum("ik,ksi->sk", self.mix, t.reshape(self.K1, S, self.L)) + eta @ self.croot.T
+            beta = np.matmul(self.pinv, xt)  # (n, L, S)
+            t = self.S2w @ beta.reshape(self.n, self.L * S)  # (K+1, L S)
+            c = np.einsum("ik,kis->sk", self.mix, t.reshape(self.K1, self.L, S)) + eta @ self.croot.T
             y -= np.matmul(self.mix[None] * c[:, None, :], self.P)  # X (p_j * c)
         return y
 
