@@ -94,6 +94,8 @@ class BatchedDraws:
         self.res, self.op, self.estimated = res, op, estimated
         self.d, self.shape, self.periodic = op.d, op.shape, op.grid.periodic
         self.shifts = list(itertools.product(range(3), repeat=self.d))
+        # slot of shift l in the shift-major bands: (l_1, ..., l_{d-1}, l_0), so that (l_0, j_0) are adjacent
+        self.slots = [int(np.ravel_multi_index(idx[1:] + idx[:1], (3,) * self.d)) for idx in self.shifts]
         blocks, pbar, c, rhat = [], [], [], []
         for block, pb, cc, rh in res.fitted():
             blocks.append(block)
@@ -259,7 +261,8 @@ class BatchedDraws:
         Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
         rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
         Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
-        items = [(f, tuple(slice(i, i + n) for i, n in zip(idx, self.shape))) for f, idx in enumerate(self.shifts)]
+        items = [(self.slots[f], tuple(slice(i, i + n) for i, n in zip(idx, self.shape)))
+                 for f, idx in enumerate(self.shifts)]
 
         def band_u(part):
             tmp = np.empty((S,) + self.shape)
@@ -285,13 +288,22 @@ class BatchedDraws:
         return u
 
     def _adjoint_shift_major(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)``, shape ``(S, n_coef)``, in that
-        layout: axis ``b`` contracts ``(l_b, j_b)`` into ``i_b`` by one stacked GEMM per ``l_b`` over the draws
-        and the other axes (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``), so the
-        band is never transposed; two states, derivative placed or not, as in the interleaved walk."""
+        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)`` (shifts in the order
+        ``(l_1, ..., l_{d-1}, l_0)``, :attr:`slots`), shape ``(S, n_coef)``, in that layout. Axis 0: ``(l_0, j_0)``
+        are adjacent, so both matrices of the axis (two states, derivative placed or not, as in the
+        interleaved walk) contract them by one GEMM of inner size ``3 n_0`` over the draws and the other
+        shifts; axis ``b > 0`` contracts ``(l_b, j_b)`` into ``i_b`` by one stacked GEMM per ``l_b``
+        (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``), so the band is never transposed."""
         d, shape, S = self.d, self.shape, W.shape[0]
         T = self.op._T
-        x0, x1, done = W, None, 1
+        M0, M1 = T[0]
+        m = M0.shape[0]
+        x = W.reshape(S * 3 ** (d - 1), 3 * shape[0], -1)
+        if d == 1:
+            return np.matmul(M1, x).reshape(S, -1)
+        y = np.matmul(np.vstack([M0, M1]), x)  # (S [l_>0], 2 m, [j_>0]): the band read once
+        x0, x1, done = np.ascontiguousarray(y[:, :m]), np.ascontiguousarray(y[:, m:]), m
+        del y
 
         def contract(x, M, view):  # (S, 3, P, n_b, R) -> (S, P, m, R)
             n_b = view[3]
@@ -301,12 +313,11 @@ class BatchedDraws:
                 out += np.matmul(M[:, lb * n_b:(lb + 1) * n_b], x[:, lb])
             return out
 
-        for b in range(d):
+        for b in range(1, d):
             view = (S, 3, 3 ** (d - b - 1) * done, shape[b], int(np.prod(shape[b + 1:], dtype=np.int64)))
             M0, M1 = T[b]
             n1 = contract(x0, M1, view)
-            if x1 is not None:
-                n1 += contract(x1, M0, view)
+            n1 += contract(x1, M0, view)
             x0 = contract(x0, M0, view) if b < d - 1 else None
             x1, done = n1, done * M0.shape[0]
         return x1.reshape(S, -1)
