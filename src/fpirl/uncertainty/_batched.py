@@ -49,6 +49,7 @@ import numpy as np
 import scipy.linalg
 
 from ..core._tensor import apply_along_axes
+from ..core._threads import one_blas_thread
 from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
@@ -94,8 +95,6 @@ class BatchedDraws:
         self.res, self.op, self.estimated = res, op, estimated
         self.d, self.shape, self.periodic = op.d, op.shape, op.grid.periodic
         self.shifts = list(itertools.product(range(3), repeat=self.d))
-        # slot of shift l in the shift-major bands: (l_1, ..., l_{d-1}, l_0), so that (l_0, j_0) are adjacent
-        self.slots = [int(np.ravel_multi_index(idx[1:] + idx[:1], (3,) * self.d)) for idx in self.shifts]
         blocks, pbar, c, rhat = [], [], [], []
         for block, pb, cc, rh in res.fitted():
             blocks.append(block)
@@ -250,60 +249,61 @@ class BatchedDraws:
                 Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
         return Wu, Wb
 
-    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray, W: np.ndarray, n_u: int = 0):
-        """``W_u + W_b`` into ``W`` ``(S, 3^d, *grid)`` (shift major) when ``M`` and ``M_r`` are at most
-        :data:`SMALL_MODES`, per shift ``l`` and mode ``m`` one elementwise product over all draws and nodes
-        (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``), read
-        straight from the padded arrays, no stacked ``3^d`` copies; the shifts split between two threads
-        (disjoint slices of ``W``). Returns ``adj(W_u)`` of the first ``n_u`` draws ``(n_u, n_coef)``,
-        walked before ``W_b`` is added."""
-        S = rho.shape[0]
+    def _walk_small(self, rho: np.ndarray, ebar: np.ndarray, n_u: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(adj(W_u + W_b), adj(W_u))`` of a batch of draws (``(S, n_coef)`` and the first ``n_u`` draws)
+        when ``M`` and ``M_r`` are at most :data:`SMALL_MODES`, the band never formed in full.
+
+        Per shift ``l' = (l_1, ..., l_{d-1})`` of the other axes, the three bands ``l = (l_0, l')`` are
+        formed into a small block ``(S, 3, *grid)`` by one elementwise product per mode over all draws
+        and nodes (``W_u[s, l, j] = sum_m rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] = sum_m r_m[j]
+        e_m[s, j + l]``, read straight from the padded arrays), and axis 0 of the adjoint walk
+        contracts ``(l_0, j_0)`` of the block at once by one GEMM of inner size ``3 n_0`` with both matrices
+        of the axis (two states, derivative placed or not, as in the interleaved walk); the shifts ``l'``
+        split between two threads. The other axes: :meth:`_walk_rest`."""
+        S, d, shape = rho.shape[0], self.d, self.shape
+        M0, M1 = self.op._T[0]
+        Ms = np.vstack([M0, M1])
+        R0 = int(np.prod(shape[1:], dtype=np.int64))
         Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
         rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
-        Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
-        items = [(self.slots[f], tuple(slice(i, i + n) for i, n in zip(idx, self.shape)))
-                 for f, idx in enumerate(self.shifts)]
+        Pe = _pad_grid(ebar, d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
+        rest = list(itertools.product(range(3), repeat=d - 1))
+        Y = self._buffer("Y", (S, len(rest), Ms.shape[0], R0))
+        Yu = self._buffer("Yu", (n_u, len(rest), Ms.shape[0], R0))
 
-        def band_u(part):
-            tmp = np.empty((S,) + self.shape)
-            for f, sl in part:
-                np.multiply(rho[:, 0], Pq[(0,) + sl], out=W[:, f])
-                for m in range(1, self.M):
-                    np.multiply(rho[:, m], Pq[(m,) + sl], out=tmp)
-                    W[:, f] += tmp
+        def work(part):
+            blk, tmp = np.empty((S, 3) + shape), np.empty((S,) + shape)
+            for p, lr in part:
+                sls = [tuple(slice(i, i + n) for i, n in zip((l0,) + lr, shape)) for l0 in range(3)]
+                for l0, sl in enumerate(sls):
+                    np.multiply(rho[:, 0], Pq[(0,) + sl], out=blk[:, l0])
+                    for m in range(1, self.M):
+                        np.multiply(rho[:, m], Pq[(m,) + sl], out=tmp)
+                        blk[:, l0] += tmp
+                if n_u:
+                    np.matmul(Ms, blk[:n_u].reshape(n_u, -1, R0), out=Yu[:, p])
+                for l0, sl in enumerate(sls):
+                    for m in range(self.Mr):
+                        np.multiply(Pe[(slice(None), m) + sl], rc[m], out=tmp)
+                        blk[:, l0] += tmp
+                np.matmul(Ms, blk.reshape(S, -1, R0), out=Y[:, p])
 
-        def band_b(part):
-            tmp, acc = np.empty((S,) + self.shape), np.empty((S,) + self.shape)
-            for f, sl in part:
-                np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=acc)
-                for m in range(1, self.Mr):
-                    np.multiply(Pe[(slice(None), m) + sl], rc[m], out=tmp)
-                    acc += tmp
-                W[:, f] += acc
+        items = list(enumerate(rest))
+        with one_blas_thread():  # the two threads here, one BLAS thread each
+            (_threaded if S * rho[0, 0].size * 3 >= _THREAD_MIN_SIZE and len(items) > 1
+             else lambda w, it: w(it))(work, items)
+        return self._walk_rest(Y), self._walk_rest(Yu)
 
-        big = W[0].size >= _THREAD_MIN_SIZE
-        (_threaded if big else lambda work, it: work(it))(band_u, items)
-        u = self._adjoint_shift_major(W[:n_u]) if n_u else np.zeros((0, self.op.hermite.n_coef))
-        (_threaded if big else lambda work, it: work(it))(band_b, items)
-        return u
-
-    def _adjoint_shift_major(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)`` (shifts in the order
-        ``(l_1, ..., l_{d-1}, l_0)``, :attr:`slots`), shape ``(S, n_coef)``, in that layout. Axis 0: ``(l_0, j_0)``
-        are adjacent, so both matrices of the axis (two states, derivative placed or not, as in the
-        interleaved walk) contract them by one GEMM of inner size ``3 n_0`` over the draws and the other
-        shifts; axis ``b > 0`` contracts ``(l_b, j_b)`` into ``i_b`` by one stacked GEMM per ``l_b``
-        (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``), so the band is never transposed."""
-        d, shape, S = self.d, self.shape, W.shape[0]
+    def _walk_rest(self, Y: np.ndarray) -> np.ndarray:
+        """The adjoint walk after axis 0 (:meth:`_walk_small`): ``Y`` ``(S, [l_1, ..., l_{d-1}], [state, i_0],
+        [j_1, ..., j_{d-1}])`` to ``(S, n_coef)``; axis ``b > 0`` contracts ``(l_b, j_b)`` into ``i_b`` by one
+        stacked GEMM per ``l_b`` (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``)."""
+        d, shape, S = self.d, self.shape, Y.shape[0]
         T = self.op._T
-        M0, M1 = T[0]
-        m = M0.shape[0]
-        x = W.reshape(S * 3 ** (d - 1), 3 * shape[0], -1)
+        m = T[0][0].shape[0]
         if d == 1:
-            return np.matmul(M1, x).reshape(S, -1)
-        y = np.matmul(np.vstack([M0, M1]), x)  # (S [l_>0], 2 m, [j_>0]): the band read once
-        x0, x1, done = np.ascontiguousarray(y[:, :m]), np.ascontiguousarray(y[:, m:]), m
-        del y
+            return np.ascontiguousarray(Y[:, 0, m:, 0])
+        x0, x1, done = np.ascontiguousarray(Y[:, :, :m]), np.ascontiguousarray(Y[:, :, m:]), m
 
         def contract(x, M, view):  # (S, 3, P, n_b, R) -> (S, P, m, R)
             n_b = view[3]
@@ -320,7 +320,7 @@ class BatchedDraws:
             n1 += contract(x1, M0, view)
             x0 = contract(x0, M0, view) if b < d - 1 else None
             x1, done = n1, done * M0.shape[0]
-        return x1.reshape(S, -1)
+        return x1.reshape(S, self.op.hermite.n_coef)
 
     def _adjoint(self, W: np.ndarray) -> np.ndarray:
         """Adjoint walk of a test-node-major band ``(*grid, 3^d)``, to the interleaved layout first."""
@@ -367,9 +367,8 @@ class BatchedDraws:
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
         if max(self.M, self.Mr) <= SMALL_MODES:
-            W = self._buffer("W", (S, len(self.shifts)) + self.shape)
-            U[:n] = self._bands_small(rho, ebar, W, U.shape[1]).T
-            UB[:n] = self._adjoint_shift_major(W).T
+            ub, u = self._walk_small(rho, ebar, U.shape[1])
+            UB[:n], U[:n] = ub.T, u.T
         else:
             Wu, Wb = self._bands(rho, ebar)
             for s in range(U.shape[1]):
