@@ -39,9 +39,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from ..core._tensor import apply_along_axes
 from ..weakform.assembly import time_pairs
 from ..weakform.matfree import _pad
+from ._batched import mass_and_stiffness
 
 #: Relative eigenvalue cut of the POD of the fields the operators act on.
 COMPRESS_RTOL = 1e-13
@@ -121,10 +121,8 @@ class ExpectedResidual:
     def _apply(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(A X, B X)`` for a stack of fields ``(m, *grid)``."""
         op, res = self.op, self.res
-        tabs = op.tables
-        AX = apply_along_axes(X, [tb.mass for tb in tabs])
-        BX = sum(apply_along_axes(X, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
-                 for a in range(self.d)) * res.gamma
+        AX, CX = mass_and_stiffness(X, op.tables)
+        BX = res.gamma * CX
         P = _pad(X, self.periodic)
         x = op._residuals_sparse(res.U, P)
         if x is None:
