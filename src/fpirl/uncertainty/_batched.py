@@ -207,12 +207,7 @@ class BatchedDraws:
         r = apply_along_axes(qdot, [tb.mass for tb in op.tables])
         r += res.gamma * mass_and_stiffness(qbar, op.tables, need_mass=False)[1]
         P = res._pad(qbar)
-        x = op._residuals_sparse(res.U, P)
-        if x is None:
-            x = np.zeros(op.shape + (P.shape[-1],))
-            for idx, view in op._views(P):
-                x += view * res.U[op._key(idx)][..., None]
-        return r + np.moveaxis(x, -1, 0)
+        return r + np.moveaxis(res.xi_theta(P), -1, 0)
 
     # --- one batch ----------------------------------------------------------------------
     def _views(self, P, lo, hi, sign):

@@ -124,12 +124,7 @@ class ExpectedResidual:
         AX, CX = mass_and_stiffness(X, op.tables)
         BX = res.gamma * CX
         P = _pad(X, self.periodic)
-        x = op._residuals_sparse(res.U, P)
-        if x is None:
-            x = np.zeros(self.shape + (X.shape[0],))
-            for idx, view in op._views(P):
-                x += view * res.U[op._key(idx)][..., None]
-        return AX, BX + np.moveaxis(x, -1, 0)
+        return AX, BX + np.moveaxis(res.xi_theta(P), -1, 0)
 
     def _shift(self, P: np.ndarray, idx) -> np.ndarray:
         """``x[j + idx - 1]`` from the padded ``P``."""

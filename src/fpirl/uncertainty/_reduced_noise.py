@@ -40,6 +40,14 @@ EIG_RTOL = 1e-13
 _CHUNK_NODES = 4096
 
 
+def _modes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(V, Y)`` with ``X = V Y``, ``Y`` the POD modes of the rows of ``X`` (eigenvalues of ``X X^T``
+    below ``EIG_RTOL`` of the largest dropped)."""
+    lam, V = np.linalg.eigh(X @ X.T)
+    V = V[:, lam > EIG_RTOL * max(lam[-1], 1e-300)]
+    return V, V.T @ X
+
+
 class ReducedNoise:
     """Draws of ``y = X e`` (shape ``(S, L, n)``) with the exact law of the mixed snapshot noise (module doc).
 
@@ -95,23 +103,29 @@ class ReducedNoise:
         cc = 0.5 * (cc + cc.T)
         lc, Uc = np.linalg.eigh(cc)
         self.croot = Uc * np.sqrt(np.clip(lc, 0.0, None))[None, :]
+        # the (K+1, n) fields the draws meet, through their POD modes: a few rows for smooth data
+        self.P_modes, self.S2w_modes = _modes(self.P), _modes(self.S2w)
 
     def from_normals(self, xi: np.ndarray, eta: np.ndarray | None = None) -> np.ndarray:
         """``y`` from given standard normals ``xi`` ``(S, n, L)`` and ``eta`` ``(S, K + 1)`` (the sampler is
         linear in them: the tests read its covariance off unit vectors)."""
-        S = xi.shape[0]
-        xt = np.ascontiguousarray(xi.transpose(1, 2, 0))  # (n, L, S): per node one small GEMM
+        return self._from_normals(np.ascontiguousarray(xi.transpose(1, 2, 0)), eta)
+
+    def _from_normals(self, xt: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
+        """:meth:`from_normals` with ``xi`` in the layout ``(n, L, S)`` (per node one small GEMM)."""
+        S = xt.shape[-1]
         y = np.matmul(self.root, xt)  # (n, L, S)
         y = np.ascontiguousarray(y.transpose(2, 1, 0))  # (S, L, n)
         if self.normalize:
             beta = np.matmul(self.pinv, xt)  # (n, L, S)
-            t = self.S2w @ beta.reshape(self.n, self.L * S)  # (K+1, L S)
+            t = self.S2w_modes[0] @ (self.S2w_modes[1] @ beta.reshape(self.n, self.L * S))  # (K+1, L S)
             c = np.einsum("ik,kis->sk", self.mix, t.reshape(self.K1, self.L, S)) + eta @ self.croot.T
-            y -= np.matmul(self.mix[None] * c[:, None, :], self.P)  # X (p_j * c)
+            # X (p_j * c), p through its POD modes
+            y -= np.matmul((self.mix[None] * c[:, None, :]) @ self.P_modes[0], self.P_modes[1])
         return y
 
     def sample(self, rng, n_draws: int) -> np.ndarray:
         """``n_draws`` draws of ``y``, shape ``(n_draws, L, *grid)``."""
-        xi = rng.standard_normal((n_draws, self.n, self.L))
+        xt = rng.standard_normal((self.n, self.L, n_draws))
         eta = rng.standard_normal((n_draws, self.K1)) if self.normalize else None
-        return self.from_normals(xi, eta).reshape((n_draws, self.L) + self.grid_shape)
+        return self._from_normals(xt, eta).reshape((n_draws, self.L) + self.grid_shape)

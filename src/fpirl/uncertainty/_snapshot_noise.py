@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from ..core._errors import FpirlInputError
 from ._batched import BatchedDraws, _noise, draw_vectors
@@ -69,8 +70,8 @@ from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
 from ..weakform.assembly import _threaded
-from ..weakform.matfree import (KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad, conjugate_gradient,
-                                h1_apply)
+from ..weakform.matfree import (_SPARSE_PATTERN_BYTES, KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad,
+                                conjugate_gradient, h1_apply)
 from ._posterior import CoefficientPosterior
 from ..estimators.identify import PotentialEstimator
 
@@ -116,21 +117,38 @@ class _Residuals:
         self.expr = f"{sub}k,{sub}k->{sub}"
         size = 8 * 4 * op.grid.size * op.source.n_times
         self._cache = [] if size <= _CACHE_BYTES else None
+        self._csr = None
         self._filled = False
 
     def _pad(self, q):
         return _pad(q, self.op.grid.periodic)
 
+    def xi_theta(self, P: np.ndarray) -> np.ndarray:
+        """``Xi(q) theta = sum_l shift_l(q) U[l]`` ``(*grid, m)`` from the padded ``P`` ``(*grid + 2, m)``: the
+        band ``U`` as one sparse matrix, built once (as in :meth:`NormalOperator._residuals_sparse`), or
+        ``3^d`` elementwise passes where its pattern would be too large."""
+        op = self.op
+        if self._csr is None:
+            self._csr = False
+            if 4 * 3**op.d * op.grid.size <= _SPARSE_PATTERN_BYTES:
+                d, shape, pshape = op.d, op.shape, P.shape[:-1]
+                j = np.indices(shape).reshape(d, -1)
+                cols = np.stack([np.ravel_multi_index(tuple(j[b] + idx[b] for b in range(d)), pshape)
+                                 for idx in op._shifts], axis=1).astype(np.int32).ravel()
+                data = self.U.transpose(list(range(1, 2 * d, 2)) + list(range(0, 2 * d, 2))).ravel()
+                self._csr = scipy.sparse.csr_matrix((data, cols, np.arange(0, cols.size + 1, 3**d)),
+                                                    shape=(op.grid.size, int(np.prod(pshape))))
+        if self._csr is not False:
+            return (self._csr @ P.reshape(-1, P.shape[-1])).reshape(op.shape + (P.shape[-1],))
+        r = np.zeros(op.shape + (P.shape[-1],))
+        for idx, view in op._views(P):
+            r += view * self.U[op._key(idx)][..., None]
+        return r
+
     def apply(self, q):
         """``(bar q, C bar q, r(q))`` for a block of snapshots ``q`` (shape ``(m, *grid)``)."""
         qbar, g, c = diffusion_and_rate(q, self.dt, self.op.tables, self.scheme)
-        P = self._pad(qbar)
-        r = self.op._residuals_sparse(self.U, P)
-        if r is None:
-            r = np.zeros(self.op.shape + (P.shape[-1],))
-            for idx, view in self.op._views(P):
-                r += view * self.U[self.op._key(idx)][..., None]
-        r = np.moveaxis(r, -1, 0) + g
+        r = np.moveaxis(self.xi_theta(self._pad(qbar)), -1, 0) + g
         r += self.gamma * c
         return qbar, c, r
 
