@@ -63,6 +63,8 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
+#: Bytes of the arrays of one elementwise pass of the band blocks (kept in cache).
+_CHUNK_BYTES = 1 << 20
 #: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
 _THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
@@ -263,7 +265,7 @@ class BatchedDraws:
 
         Per shift ``l' = (l_1, ..., l_{d-1})`` of the other axes, the three bands ``l = (l_0, l')`` are
         formed into a small block ``(S, 3, *grid)`` by one elementwise product per mode over all draws
-        and nodes (``W_u[s, l, j] = sum_m rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] = sum_m r_m[j]
+        and a few rows of axis 0 at a time (in cache; ``W_u[s, l, j] = sum_m rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] = sum_m r_m[j]
         e_m[s, j + l]``, read straight from the padded arrays), and axis 0 of the adjoint walk
         contracts ``(l_0, j_0)`` of the block at once by one GEMM of inner size ``3 n_0`` with both matrices
         of the axis (two GEMMs, one per state: derivative placed or not, as in the interleaved walk); the shifts ``l'``
@@ -279,21 +281,29 @@ class BatchedDraws:
         Y = [self._buffer(f"Y{k}", (S, len(rest), M0.shape[0], R0)) for k in (0, 1)]
         Yu = [self._buffer(f"Yu{k}", (n_u, len(rest), M0.shape[0], R0)) for k in (0, 1)]
 
+        rows = int(max(1, _CHUNK_BYTES // (8 * S * R0)))  # rows of axis 0 per elementwise pass (in cache)
+        chunks = [(lo, min(shape[0], lo + rows)) for lo in range(0, shape[0], rows)]
+
         def work(part):
-            blk, tmp = np.empty((S, 3) + shape), np.empty((S,) + shape)
+            blk, tmp = np.empty((S, 3) + shape), np.empty((S, rows) + shape[1:])
+
+            def add(out, t, a, b):  # out += a * b (t: scratch)
+                np.multiply(a, b, out=t)
+                out += t
+
             for p, lr in part:
-                sls = [tuple(slice(i, i + n) for i, n in zip((l0,) + lr, shape)) for l0 in range(3)]
-                for l0, sl in enumerate(sls):
-                    np.multiply(rho[:, 0], Pq[(0,) + sl], out=blk[:, l0])
+                tail = tuple(slice(i, i + n) for i, n in zip(lr, shape[1:]))
+                for l0, (lo, hi) in itertools.product(range(3), chunks):
+                    sl, out, t = (slice(lo + l0, hi + l0),) + tail, blk[:, l0, lo:hi], tmp[:, :hi - lo]
+                    np.multiply(rho[:, 0, lo:hi], Pq[(0,) + sl], out=out)
                     for m in range(1, self.M):
-                        np.multiply(rho[:, m], Pq[(m,) + sl], out=tmp)
-                        blk[:, l0] += tmp
+                        add(out, t, rho[:, m, lo:hi], Pq[(m,) + sl])
                 for k, Mk in enumerate((M0, M1) if n_u else ()):
                     np.matmul(Mk, blk[:n_u].reshape(n_u, -1, R0), out=Yu[k][:, p])
-                for l0, sl in enumerate(sls):
+                for l0, (lo, hi) in itertools.product(range(3), chunks):
+                    sl, out, t = (slice(lo + l0, hi + l0),) + tail, blk[:, l0, lo:hi], tmp[:, :hi - lo]
                     for m in range(self.Mr):
-                        np.multiply(Pe[(slice(None), m) + sl], rc[m], out=tmp)
-                        blk[:, l0] += tmp
+                        add(out, t, Pe[(slice(None), m) + sl], rc[m, lo:hi])
                 for k, Mk in enumerate((M0, M1)):
                     np.matmul(Mk, blk.reshape(S, -1, R0), out=Y[k][:, p])
 
