@@ -63,6 +63,10 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
+#: Precision of the band blocks and their axis-0 GEMM (:meth:`BatchedDraws._walk_small`; the rest of
+#: the walk in double): single precision halves their memory traffic and doubles the SIMD width,
+#: rounding about 1e-7 of the vectors, far below their Monte Carlo error ``1 / sqrt(2 S)``.
+BAND_DTYPE = np.float32
 #: Bytes of the arrays of one elementwise pass of the band blocks (kept in cache).
 _CHUNK_BYTES = 1 << 20
 #: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
@@ -264,7 +268,7 @@ class BatchedDraws:
         when ``M`` and ``M_r`` are at most :data:`SMALL_MODES`, the band never formed in full.
 
         Per shift ``l' = (l_1, ..., l_{d-1})`` of the other axes, the three bands ``l = (l_0, l')`` are
-        formed into a small block ``(S, 3, *grid)`` by one elementwise product per mode over all draws
+        formed into a small block ``(S, 3, *grid)`` (in :data:`BAND_DTYPE`) by one elementwise product per mode over all draws
         and a few rows of axis 0 at a time (in cache; ``W_u[s, l, j] = sum_m rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] = sum_m r_m[j]
         e_m[s, j + l]``, read straight from the padded arrays), and axis 0 of the adjoint walk
         contracts ``(l_0, j_0)`` of the block at once by one GEMM of inner size ``3 n_0`` with both matrices
@@ -273,19 +277,22 @@ class BatchedDraws:
         S, d, shape = rho.shape[0], self.d, self.shape
         M0, M1 = self.op._T[0]
         R0 = int(np.prod(shape[1:], dtype=np.int64))
-        Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
-        rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
-        Pe = _pad_grid(ebar, d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
+        dt_ = BAND_DTYPE
+        Pq = np.moveaxis(self.Pq, -1, 0).astype(dt_)  # (M, *grid + 2)
+        rc = np.moveaxis(self.rc, -1, 0).astype(dt_)  # (M_r, *grid)
+        Pe = _pad_grid(ebar, d, self.periodic, lead=2).astype(dt_)  # (S, M_r, *grid + 2)
+        rho = rho.astype(dt_)
+        M0, M1 = M0.astype(dt_), M1.astype(dt_)
         rest = list(itertools.product(range(3), repeat=d - 1))
         # axis 0 walked: one array per state (derivative on axis 0 placed or not)
-        Y = [self._buffer(f"Y{k}", (S, len(rest), M0.shape[0], R0)) for k in (0, 1)]
-        Yu = [self._buffer(f"Yu{k}", (n_u, len(rest), M0.shape[0], R0)) for k in (0, 1)]
+        Y = [np.empty((S, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
+        Yu = [np.empty((n_u, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
 
         rows = int(max(1, _CHUNK_BYTES // (8 * S * R0)))  # rows of axis 0 per elementwise pass (in cache)
         chunks = [(lo, min(shape[0], lo + rows)) for lo in range(0, shape[0], rows)]
 
         def work(part):
-            blk, tmp = np.empty((S, 3) + shape), np.empty((S, rows) + shape[1:])
+            blk, tmp = np.empty((S, 3) + shape, dt_), np.empty((S, rows) + shape[1:], dt_)
 
             def add(out, t, a, b):  # out += a * b (t: scratch)
                 np.multiply(a, b, out=t)
@@ -311,7 +318,7 @@ class BatchedDraws:
         with one_blas_thread():  # the two threads here, one BLAS thread each
             (_threaded if S * rho[0, 0].size * 3 >= _THREAD_MIN_SIZE and len(items) > 1
              else lambda w, it: w(it))(work, items)
-        return self._walk_rest(*Y), self._walk_rest(*Yu)
+        return self._walk_rest(*(y.astype(float) for y in Y)), self._walk_rest(*(y.astype(float) for y in Yu))
 
     def _walk_rest(self, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
         """The adjoint walk after axis 0 (:meth:`_walk_small`): the two states ``x0``, ``x1``, each
