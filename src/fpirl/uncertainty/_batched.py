@@ -22,21 +22,24 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
   the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
   (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
-* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._bands_small`) the bands
-  are formed per shift ``l`` and mode by one elementwise product over all draws and nodes, read
-  straight from the padded arrays (no stacked ``3^d`` copies); every time mix of the noise
-  (``V^T bar e``, ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul
-  of a ``(2M + M_r) x (K + 1)`` matrix with the batch's draws, and the batch's work arrays are kept
-  from batch to batch (fresh large arrays cost a page fault per page);
-* the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` need the full
-  residual of the noise; they are expectations (sums over all nodes and pairs, relative Monte
-  Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
-  :func:`full_draws` draws.
+* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._walk_small`) the band is
+  never formed in full: per shift ``l'`` of the axes after the first, the three bands ``(l_0, l')``
+  of all draws are formed into a small block by one elementwise product per mode (a few rows of
+  axis 0 at a time, in cache), and axis 0 of the adjoint walk contracts ``(l_0, j_0)`` of the block
+  at once, one GEMM of inner size ``3 n_0`` per matrix of the axis, the draws and the other nodes in
+  its long dimension; the block and that GEMM in single precision (:data:`BAND_DTYPE`, rounding about
+  ``1e-7`` of the vectors), the rest of the walk in double. Every time mix of the noise (``V^T bar e``,
+  ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul of a
+  ``(2M + M_r) x (K + 1)`` matrix with the batch's draws;
+* the residual operators: the mass and stiffness parts by one two-state walk over the axes
+  (:func:`mass_and_stiffness`), the ``Xi(.) theta`` band as one sparse matrix built once
+  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`);
+* the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
+  are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
 
 With :data:`REDUCED_NOISE` off, the noise itself is drawn exactly as by the per-draw code (same
 generator calls), so the result equals it to rounding (test). With it on (the default) and few
-mixes (``2 (2M + M_r) <= K + 1``), only the draws that form their full residual draw every normal
-number; the others draw their time mixes directly with the same law
+mixes (``2 (2M + M_r) <= K + 1``), the draws draw their time mixes directly with the same law
 (:mod:`fpirl.uncertainty._reduced_noise`: ``(2M + M_r) n + K + 1`` normal numbers per draw instead
 of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo error only.
 """

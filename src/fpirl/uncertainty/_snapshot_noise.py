@@ -21,14 +21,18 @@ first order by
 ``S`` seeded draws ``e_s = s \odot z_s`` (unit scale) give the vectors ``u_s = D(p)^T r(e_s)`` and
 ``b_s = D(e_s)^T \hat r``, computed for all draws of a batch at once (:mod:`fpirl.uncertainty._batched`:
 the noise summed over time onto the POD modes of the data before its residual is formed, the
-``3^d`` bands as stacked GEMMs over the draws, two adjoint walks per draw; no normal matrix of the
-noise).
+``3^d`` bands formed block by block into the first axis of the adjoint walk, one GEMM over the
+draws; no normal matrix of the noise). What is an expectation of the noise (``E||r(e)||^2``, the
+energy per node, the second-order band) is computed exactly, not drawn
+(:mod:`fpirl.uncertainty._expected`: second moments of a linear map of Gaussian noise).
 
-* **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = mean_s ||r(e_s) + D(p) d_s||^2``,
-  ``d_s = -K^{-1} u_s``: the observed residual sum of squares matched to its expectation under
-  unit noise (same draws), so no noise level is given.
+* **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = E||r(e) + D(p) d||^2``,
+  ``d = -K^{-1} u``: the observed residual sum of squares matched to its expectation under unit
+  noise, so no noise level is given. ``E||r(e)||^2`` is exact; the correction through ``d`` (of
+  the order of the number of unknowns, against ``||r||^2`` of the order of the rows) is the mean
+  over the first :data:`SIGMA_DRAWS` draws.
 * **Shape** (``noise='auto'``): the one whose expected residual energy per node
-  ``sum_k E r_k[j]^2`` (a few pilot draws) has the smaller spread of ``log`` ratio to the
+  ``sum_k E r_k[j]^2`` (exact) has the smaller spread of ``log`` ratio to the
   observed ``sum_k \hat r_k[j]^2``, i.e. explains where the residual is large.
 * **Prior.** The penalty stays a Gaussian prior: the MAP posterior covariance is
   ``K^{-1} (Cov[D^T r_noise] + sigma_0^2 lambda P) K^{-1}``, which for independent rows
@@ -39,7 +43,7 @@ noise).
   factors of ``P = sum_a kron_b G_b^{[b=a]}``.
 
 * **Bias.** The second-order (errors-in-variables) shift of the estimator,
-  ``-sigma^2 K^{-1} mean_s D(e_s)^T r(e_s)``, is one more column of the factor (a systematic error
+  ``-sigma^2 K^{-1} E[D(e)^T r(e)]`` (exact), is one more column of the factor (a systematic error
   of that size, sign not used): at 30% multiplicative noise the fit shrinks psi by ~40% and this
   is the larger part of the error (docs/benchmarks.md, issue 10).
 
@@ -77,7 +81,7 @@ from ..estimators.identify import PotentialEstimator
 
 #: Noise shapes accepted by :func:`snapshot_posterior`.
 NOISE_MODELS = ("auto", "multiplicative", "additive")
-#: Draws of the snapshot noise (assembled path; each costs three band passes and adjoint walks).
+#: Draws of the snapshot noise (assembled path; each costs one band pass into its adjoint walk).
 DEFAULT_DRAWS = 64
 #: Draws on the matrix-free path (each costs one CG solve, the first 8 one more).
 DEFAULT_DRAWS_MATFREE = 48
