@@ -66,9 +66,9 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
-#: Precision of the band blocks and their axis-0 GEMM (:meth:`BatchedDraws._walk_small`; the rest of
-#: the walk in double): single precision halves their memory traffic and doubles the SIMD width,
-#: rounding about 1e-7 of the vectors, far below their Monte Carlo error ``1 / sqrt(2 S)``.
+#: Precision of the band blocks and their adjoint walk (:meth:`BatchedDraws._walk_small`): single
+#: precision halves the memory traffic and doubles the SIMD width, rounding about 1e-7 of the
+#: vectors (measured, 4-D), far below their Monte Carlo error ``1 / sqrt(2 S)``.
 BAND_DTYPE = np.float32
 #: Bytes of the arrays of one elementwise pass of the band blocks (kept in cache).
 _CHUNK_BYTES = 1 << 20
@@ -281,11 +281,13 @@ class BatchedDraws:
         M0, M1 = self.op._T[0]
         R0 = int(np.prod(shape[1:], dtype=np.int64))
         dt_ = BAND_DTYPE
-        Pq = np.moveaxis(self.Pq, -1, 0).astype(dt_)  # (M, *grid + 2)
-        rc = np.moveaxis(self.rc, -1, 0).astype(dt_)  # (M_r, *grid)
-        Pe = _pad_grid(ebar, d, self.periodic, lead=2).astype(dt_)  # (S, M_r, *grid + 2)
+        if getattr(self, "_small", (None,))[0] != dt_:  # the data side in that precision, once
+            self._small = (dt_, np.moveaxis(self.Pq, -1, 0).astype(dt_), np.moveaxis(self.rc, -1, 0).astype(dt_),
+                           [[M.astype(dt_) for M in pair] for pair in self.op._T])
+        _, Pq, rc, T = self._small  # (M, *grid + 2), (M_r, *grid), the walk's matrices
+        Pe = _pad_grid(ebar.astype(dt_), d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
         rho = rho.astype(dt_)
-        M0, M1 = M0.astype(dt_), M1.astype(dt_)
+        M0, M1 = T[0]
         rest = list(itertools.product(range(3), repeat=d - 1))
         # axis 0 walked: one array per state (derivative on axis 0 placed or not)
         Y = [np.empty((S, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
@@ -321,14 +323,13 @@ class BatchedDraws:
         with one_blas_thread():  # the two threads here, one BLAS thread each
             (_threaded if S * rho[0, 0].size * 3 >= _THREAD_MIN_SIZE and len(items) > 1
              else lambda w, it: w(it))(work, items)
-        return self._walk_rest(*(y.astype(float) for y in Y)), self._walk_rest(*(y.astype(float) for y in Yu))
+        return self._walk_rest(*Y, T).astype(float), self._walk_rest(*Yu, T).astype(float)
 
-    def _walk_rest(self, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    def _walk_rest(self, x0: np.ndarray, x1: np.ndarray, T) -> np.ndarray:
         """The adjoint walk after axis 0 (:meth:`_walk_small`): the two states ``x0``, ``x1``, each
         ``(S, [l_1, ..., l_{d-1}], i_0, [j_1, ..., j_{d-1}])``, to ``(S, n_coef)``; axis ``b > 0`` contracts ``(l_b, j_b)`` into ``i_b`` by one
         stacked GEMM per ``l_b`` (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``)."""
         d, shape, S = self.d, self.shape, x0.shape[0]
-        T = self.op._T
         if d == 1:
             return x1[:, 0, :, 0].copy()
         done = T[0][0].shape[0]
