@@ -89,6 +89,10 @@ def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, rng):
         G[:, c] = sampler.from_normals(u[:n * L].reshape(1, n, L), u[n * L:].reshape(1, k1) if normalize else None).ravel()
     np.testing.assert_allclose(G @ G.T, Y @ Y.T, rtol=0, atol=1e-13 * np.abs(Y @ Y.T).max())
     assert sampler.sample(np.random.default_rng(0), 2).shape == (2, L) + shape
+    # the sampler's single-precision normals go through the same map, to single-precision rounding
+    xi, eta = rng.standard_normal((4, n, L)).astype(np.float32), rng.standard_normal((4, k1))
+    y64 = sampler.from_normals(xi.astype(float), eta)
+    np.testing.assert_allclose(sampler.from_normals(xi, eta), y64, rtol=0, atol=1e-6 * np.abs(y64).max())
 
 
 def test_batch_vectors_from_the_time_mixes_equal_those_from_the_noise():

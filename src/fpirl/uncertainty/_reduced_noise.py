@@ -114,18 +114,25 @@ class ReducedNoise:
     def _from_normals(self, xt: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
         """:meth:`from_normals` with ``xi`` in the layout ``(n, L, S)`` (per node one small GEMM)."""
         S = xt.shape[-1]
-        y = np.matmul(self.root, xt)  # (n, L, S)
+        root, pinv = (self.root, self.pinv) if xt.dtype == np.float64 else self._single()
+        y = np.matmul(root, xt)  # (n, L, S)
         y = np.ascontiguousarray(y.transpose(2, 1, 0))  # (S, L, n)
         if self.normalize:
-            beta = np.matmul(self.pinv, xt)  # (n, L, S)
+            beta = np.matmul(pinv, xt)  # (n, L, S)
             t = self.S2w_modes[0] @ (self.S2w_modes[1] @ beta.reshape(self.n, self.L * S))  # (K+1, L S)
             c = np.einsum("ik,kis->sk", self.mix, t.reshape(self.K1, self.L, S)) + eta @ self.croot.T
             # X (p_j * c), p through its POD modes
             y -= np.matmul((self.mix[None] * c[:, None, :]) @ self.P_modes[0], self.P_modes[1])
         return y
 
+    def _single(self):
+        if getattr(self, "_roots32", None) is None:
+            self._roots32 = (self.root.astype(np.float32), self.pinv.astype(np.float32))
+        return self._roots32
+
     def sample(self, rng, n_draws: int) -> np.ndarray:
-        """``n_draws`` draws of ``y``, shape ``(n_draws, L, *grid)``."""
-        xt = rng.standard_normal((self.n, self.L, n_draws))
+        """``n_draws`` draws of ``y``, shape ``(n_draws, L, *grid)`` (the per-node normals and their
+        per-node map in single precision: rounding about ``1e-7``, the Monte Carlo error ``1 / sqrt(S)``)."""
+        xt = rng.standard_normal((self.n, self.L, n_draws), dtype=np.float32)
         eta = rng.standard_normal((n_draws, self.K1)) if self.normalize else None
         return self._from_normals(xt, eta).reshape((n_draws, self.L) + self.grid_shape)
