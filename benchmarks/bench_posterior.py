@@ -1,6 +1,6 @@
 """The snapshot-noise posterior alone and inside the default fit, before and after (issue 20).
 
-Run:  .venv/bin/python benchmarks/bench_posterior.py [--before SRC] [--rounds N] [--cli]
+Run:  .venv/bin/python benchmarks/bench_posterior.py [--before SRC] [--rounds N]
 
 The 4-D state-action density file of ``bench_uncertainty.py --only default`` (15^4 nodes, 50
 snapshots, periodic) is written once to a temporary folder. Per round and per source tree (this
@@ -8,9 +8,8 @@ checkout's ``src``, and ``--before SRC``, e.g. an older commit's ``src`` from ``
 fresh process fits ``PotentialEstimator(hermite_elements=4, beta=5)`` and times
 ``snapshot_posterior(est, data)`` twice (wall and process CPU seconds, the second call reusing
 nothing but the fit), and prints the noise shape, ``sigma^2``, the mean ``potential_std`` over the
-nodes and the norm of the bias column. ``--cli`` also times ``fpirl fit FILE --beta 5
---hermite-elements 4`` (the default uncertainty) and the same with ``--uncertainty none`` in fresh
-processes. The trees alternate within each round; the load average is printed per round.
+nodes and the norm of the bias column. The trees alternate within each round; the load average
+is printed per round. (The whole default fit against the bare one: ``bench_posterior_cost.py``.)
 """
 
 import argparse
@@ -19,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "src")
@@ -54,7 +52,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", metavar="SRC", help="another fpirl source tree, timed in the same rounds")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--cli", action="store_true", help="also the default and the bare `fpirl fit`")
     args = ap.parse_args()
     trees = [("after", SRC)] + ([("before", args.before)] if args.before else [])
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,13 +67,6 @@ def main():
                 print(f"  {label}: snapshot_posterior wall {res['wall'][0]:.2f}, {res['wall'][1]:.2f} s, cpu "
                       f"{res['cpu'][0]:.2f}, {res['cpu'][1]:.2f} s; noise {res['noise']}, sigma^2 {res['sigma2']:.4g}, "
                       f"mean std {res['sd_mean']:.4g}, |bias column| {res['bias_norm']:.4g}", flush=True)
-                if args.cli:
-                    for extra in ([], ["--uncertainty", "none"]):
-                        t = time.perf_counter()
-                        _run(src, ["-m", "fpirl.cli", "fit", path, "--beta", "5", "--hermite-elements", "4",
-                                   "--no-progress", "-o", os.path.join(tmp, "x.nc")] + extra)
-                        print(f"  {label}: fpirl fit {' '.join(extra) or '(default)'} {time.perf_counter() - t:.2f} s",
-                              flush=True)
 
 
 if __name__ == "__main__":
