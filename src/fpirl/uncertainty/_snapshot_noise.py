@@ -185,11 +185,12 @@ class _Residuals:
         self._filled = self._cache is not None
 
 
-
-
 def _draw(res, model, normalize, rng, need_bands=True):
-    """One unit-scale noise draw: ``(u, b, rr, energy)`` with ``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``,
-    ``rr = ||r(e)||^2`` and the per-node energy ``sum_k r(e)_k^2`` (bands skipped for pilots)."""
+    """One unit-scale noise draw, band pass by band pass over all pairs: ``(u, b, q, rr, energy, ug, bg, qg)``
+    with ``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``, the second-order band ``q``, ``rr = ||r(e)||^2`` and the
+    per-node energy ``sum_k r(e)_k^2`` (the gamma rows apart; only ``rr, energy`` without the bands). The
+    original per-draw computation, kept as the tests' oracle of :mod:`fpirl.uncertainty._batched` and
+    :mod:`fpirl.uncertainty._expected`."""
     op = res.op
     Wa = np.zeros(op._band_shape()) if need_bands else None
     Wb = np.zeros_like(Wa) if need_bands else None
