@@ -22,21 +22,24 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
   the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
   (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
-* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._bands_small`) the bands
-  are formed per shift ``l`` and mode by one elementwise product over all draws and nodes, read
-  straight from the padded arrays (no stacked ``3^d`` copies); every time mix of the noise
-  (``V^T bar e``, ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul
-  of a ``(2M + M_r) x (K + 1)`` matrix with the batch's draws, and the batch's work arrays are kept
-  from batch to batch (fresh large arrays cost a page fault per page);
-* the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` need the full
-  residual of the noise; they are expectations (sums over all nodes and pairs, relative Monte
-  Carlo error about ``(n_coef / (K n_nodes))^{1/2}`` per draw) and come from the first
-  :func:`full_draws` draws.
+* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._walk_small`) the band is
+  never formed in full: per shift ``l'`` of the axes after the first, the three bands ``(l_0, l')``
+  of all draws are formed into a small block by one elementwise product per mode (a few rows of
+  axis 0 at a time, in cache), and axis 0 of the adjoint walk contracts ``(l_0, j_0)`` of the block
+  at once, one GEMM of inner size ``3 n_0`` per matrix of the axis, the draws and the other nodes in
+  its long dimension; the block and that GEMM in single precision (:data:`BAND_DTYPE`, rounding about
+  ``1e-7`` of the vectors), the rest of the walk in double. Every time mix of the noise (``V^T bar e``,
+  ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul of a
+  ``(2M + M_r) x (K + 1)`` matrix with the batch's draws;
+* the residual operators: the mass and stiffness parts by one two-state walk over the axes
+  (:func:`mass_and_stiffness`), the ``Xi(.) theta`` band as one sparse matrix built once
+  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`);
+* the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
+  are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
 
 With :data:`REDUCED_NOISE` off, the noise itself is drawn exactly as by the per-draw code (same
 generator calls), so the result equals it to rounding (test). With it on (the default) and few
-mixes (``2 (2M + M_r) <= K + 1``), only the draws that form their full residual draw every normal
-number; the others draw their time mixes directly with the same law
+mixes (``2 (2M + M_r) <= K + 1``), the draws draw their time mixes directly with the same law
 (:mod:`fpirl.uncertainty._reduced_noise`: ``(2M + M_r) n + K + 1`` normal numbers per draw instead
 of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo error only.
 """
@@ -48,16 +51,13 @@ import itertools
 import numpy as np
 import scipy.linalg
 
-from ..core._tensor import apply_along_axes
+from ..core._tensor import apply_along_axes, apply_along_axis
+from ..core._threads import one_blas_thread
 from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
 from ._reduced_noise import ReducedNoise
 
-#: Residual entries (pairs x nodes, summed over draws) for ``E||r(e)||^2`` and the second-order (bias) band.
-FULL_ENTRIES = 10**6
-#: At most this many draws form their full noise residual.
-FULL_DRAWS_MAX = 8
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = 1e-13
 #: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
@@ -66,6 +66,12 @@ BATCH_BYTES = 3 << 28
 SMALL_MODES = 8
 #: Memory for the stacked ``3^d`` data views of one slab of nodes.
 _SLAB_BYTES = 1 << 25
+#: Precision of the band blocks and their adjoint walk (:meth:`BatchedDraws._walk_small`): single
+#: precision halves the memory traffic and doubles the SIMD width, rounding about 1e-7 of the
+#: vectors (measured, 4-D), far below their Monte Carlo error ``1 / sqrt(2 S)``.
+BAND_DTYPE = np.float32
+#: Bytes of the arrays of one elementwise pass of the band blocks (kept in cache).
+_CHUNK_BYTES = 1 << 20
 #: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
 _THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
@@ -82,6 +88,21 @@ def _noise(block, carry, model, normalize, grid, rng):
     if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
         e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
     return e, z[-1]
+
+
+def mass_and_stiffness(X: np.ndarray, tables, need_mass: bool = True):
+    """``(M X, C X)`` for a stack of fields ``X`` ``(m, *grid)``: ``M = kron_b M_b`` (mass),
+    ``C = sum_a kron_b (K_a if b = a else M_b)`` (stiffness), by one walk over the axes with two states
+    (stiffness placed or not): ``3 d - 1`` one-axis products instead of ``d^2 + d`` (``M X`` None unless asked)."""
+    x0, x1 = X, None
+    d = len(tables)
+    for b, tb in enumerate(tables):
+        n1 = apply_along_axis(x0, 1 + b, tb.stiffness)
+        if x1 is not None:
+            n1 += apply_along_axis(x1, 1 + b, tb.mass)
+        x0 = apply_along_axis(x0, 1 + b, tb.mass) if need_mass or b < d - 1 else None
+        x1 = n1
+    return x0, x1
 
 
 def _pad_grid(x: np.ndarray, d: int, periodic: bool, lead: int = 0) -> np.ndarray:
@@ -192,17 +213,10 @@ class BatchedDraws:
     def _residual(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
         """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``."""
         res, op = self.res, self.op
-        tabs = op.tables
-        r = apply_along_axes(qdot, [tb.mass for tb in tabs])
-        for a in range(self.d):
-            r += res.gamma * apply_along_axes(qbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
+        r = apply_along_axes(qdot, [tb.mass for tb in op.tables])
+        r += res.gamma * mass_and_stiffness(qbar, op.tables, need_mass=False)[1]
         P = res._pad(qbar)
-        x = op._residuals_sparse(res.U, P)
-        if x is None:
-            x = np.zeros(op.shape + (P.shape[-1],))
-            for idx, view in op._views(P):
-                x += view * res.U[op._key(idx)][..., None]
-        return r + np.moveaxis(x, -1, 0)
+        return r + np.moveaxis(res.xi_theta(P), -1, 0)
 
     # --- one batch ----------------------------------------------------------------------
     def _views(self, P, lo, hi, sign):
@@ -252,50 +266,73 @@ class BatchedDraws:
                 Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
         return Wu, Wb
 
-    def _bands_small(self, rho: np.ndarray, ebar: np.ndarray, W: np.ndarray, n_u: int = 0):
-        """``W_u + W_b`` into ``W`` ``(S, 3^d, *grid)`` (shift major) when ``M`` and ``M_r`` are at most
-        :data:`SMALL_MODES`, per shift ``l`` and mode ``m`` one elementwise product over all draws and nodes
-        (``W_u[s, l, j] += rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] += r_m[j] e_m[s, j + l]``), read
-        straight from the padded arrays, no stacked ``3^d`` copies; the shifts split between two threads
-        (disjoint slices of ``W``). Returns ``adj(W_u)`` of the first ``n_u`` draws ``(n_u, n_coef)``,
-        walked before ``W_b`` is added."""
-        S = rho.shape[0]
-        Pq = np.moveaxis(self.Pq, -1, 0)  # (M, *grid + 2)
-        rc = np.moveaxis(self.rc, -1, 0)  # (M_r, *grid)
-        Pe = _pad_grid(ebar, self.d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
-        items = [(f, tuple(slice(i, i + n) for i, n in zip(idx, self.shape))) for f, idx in enumerate(self.shifts)]
+    def _walk_small(self, rho: np.ndarray, ebar: np.ndarray, n_u: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(adj(W_u + W_b), adj(W_u))`` of a batch of draws (``(S, n_coef)`` and the first ``n_u`` draws)
+        when ``M`` and ``M_r`` are at most :data:`SMALL_MODES`, the band never formed in full.
 
-        def band_u(part):
-            tmp = np.empty((S,) + self.shape)
-            for f, sl in part:
-                np.multiply(rho[:, 0], Pq[(0,) + sl], out=W[:, f])
-                for m in range(1, self.M):
-                    np.multiply(rho[:, m], Pq[(m,) + sl], out=tmp)
-                    W[:, f] += tmp
+        Per shift ``l' = (l_1, ..., l_{d-1})`` of the other axes, the three bands ``l = (l_0, l')`` are
+        formed into a small block ``(S, 3, *grid)`` (in :data:`BAND_DTYPE`) by one elementwise product per mode over all draws
+        and a few rows of axis 0 at a time (in cache; ``W_u[s, l, j] = sum_m rho_m[s, j] q_m[j + l]``, ``W_b[s, l, j] = sum_m r_m[j]
+        e_m[s, j + l]``, read straight from the padded arrays), and axis 0 of the adjoint walk
+        contracts ``(l_0, j_0)`` of the block at once by one GEMM of inner size ``3 n_0`` with both matrices
+        of the axis (two GEMMs, one per state: derivative placed or not, as in the interleaved walk); the shifts ``l'``
+        split between two threads. The other axes: :meth:`_walk_rest`."""
+        S, d, shape = rho.shape[0], self.d, self.shape
+        M0, M1 = self.op._T[0]
+        R0 = int(np.prod(shape[1:], dtype=np.int64))
+        dt_ = BAND_DTYPE
+        if getattr(self, "_small", (None,))[0] != dt_:  # the data side in that precision, once
+            self._small = (dt_, np.moveaxis(self.Pq, -1, 0).astype(dt_), np.moveaxis(self.rc, -1, 0).astype(dt_),
+                           [[M.astype(dt_) for M in pair] for pair in self.op._T])
+        _, Pq, rc, T = self._small  # (M, *grid + 2), (M_r, *grid), the walk's matrices
+        Pe = _pad_grid(ebar.astype(dt_), d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
+        rho = rho.astype(dt_)
+        M0, M1 = T[0]
+        rest = list(itertools.product(range(3), repeat=d - 1))
+        # axis 0 walked: one array per state (derivative on axis 0 placed or not)
+        Y = [np.empty((S, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
+        Yu = [np.empty((n_u, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
 
-        def band_b(part):
-            tmp, acc = np.empty((S,) + self.shape), np.empty((S,) + self.shape)
-            for f, sl in part:
-                np.multiply(Pe[(slice(None), 0) + sl], rc[0], out=acc)
-                for m in range(1, self.Mr):
-                    np.multiply(Pe[(slice(None), m) + sl], rc[m], out=tmp)
-                    acc += tmp
-                W[:, f] += acc
+        rows = int(max(1, _CHUNK_BYTES // (8 * S * R0)))  # rows of axis 0 per elementwise pass (in cache)
+        chunks = [(lo, min(shape[0], lo + rows)) for lo in range(0, shape[0], rows)]
 
-        big = W[0].size >= _THREAD_MIN_SIZE
-        (_threaded if big else lambda work, it: work(it))(band_u, items)
-        u = self._adjoint_shift_major(W[:n_u]) if n_u else np.zeros((0, self.op.hermite.n_coef))
-        (_threaded if big else lambda work, it: work(it))(band_b, items)
-        return u
+        def work(part):
+            blk, tmp = np.empty((S, 3) + shape, dt_), np.empty((S, rows) + shape[1:], dt_)
 
-    def _adjoint_shift_major(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walks of a batch of shift-major bands ``(S, 3^d, *grid)``, shape ``(S, n_coef)``, in that
-        layout: axis ``b`` contracts ``(l_b, j_b)`` into ``i_b`` by one stacked GEMM per ``l_b`` over the draws
-        and the other axes (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``), so the
-        band is never transposed; two states, derivative placed or not, as in the interleaved walk."""
-        d, shape, S = self.d, self.shape, W.shape[0]
-        T = self.op._T
-        x0, x1, done = W, None, 1
+            def add(out, t, a, b):  # out += a * b (t: scratch)
+                np.multiply(a, b, out=t)
+                out += t
+
+            for p, lr in part:
+                tail = tuple(slice(i, i + n) for i, n in zip(lr, shape[1:]))
+                for l0, (lo, hi) in itertools.product(range(3), chunks):
+                    sl, out, t = (slice(lo + l0, hi + l0),) + tail, blk[:, l0, lo:hi], tmp[:, :hi - lo]
+                    np.multiply(rho[:, 0, lo:hi], Pq[(0,) + sl], out=out)
+                    for m in range(1, self.M):
+                        add(out, t, rho[:, m, lo:hi], Pq[(m,) + sl])
+                for k, Mk in enumerate((M0, M1) if n_u else ()):
+                    np.matmul(Mk, blk[:n_u].reshape(n_u, -1, R0), out=Yu[k][:, p])
+                for l0, (lo, hi) in itertools.product(range(3), chunks):
+                    sl, out, t = (slice(lo + l0, hi + l0),) + tail, blk[:, l0, lo:hi], tmp[:, :hi - lo]
+                    for m in range(self.Mr):
+                        add(out, t, Pe[(slice(None), m) + sl], rc[m, lo:hi])
+                for k, Mk in enumerate((M0, M1)):
+                    np.matmul(Mk, blk.reshape(S, -1, R0), out=Y[k][:, p])
+
+        items = list(enumerate(rest))
+        with one_blas_thread():  # the two threads here, one BLAS thread each
+            (_threaded if S * rho[0, 0].size * 3 >= _THREAD_MIN_SIZE and len(items) > 1
+             else lambda w, it: w(it))(work, items)
+        return self._walk_rest(*Y, T).astype(float), self._walk_rest(*Yu, T).astype(float)
+
+    def _walk_rest(self, x0: np.ndarray, x1: np.ndarray, T) -> np.ndarray:
+        """The adjoint walk after axis 0 (:meth:`_walk_small`): the two states ``x0``, ``x1``, each
+        ``(S, [l_1, ..., l_{d-1}], i_0, [j_1, ..., j_{d-1}])``, to ``(S, n_coef)``; axis ``b > 0`` contracts ``(l_b, j_b)`` into ``i_b`` by one
+        stacked GEMM per ``l_b`` (``(S, l_b, [l_>b, i_<b], j_b, [j_>b]) -> (S, [l_>b, i_<=b], [j_>b])``)."""
+        d, shape, S = self.d, self.shape, x0.shape[0]
+        if d == 1:
+            return x1[:, 0, :, 0].copy()
+        done = T[0][0].shape[0]
 
         def contract(x, M, view):  # (S, 3, P, n_b, R) -> (S, P, m, R)
             n_b = view[3]
@@ -305,15 +342,14 @@ class BatchedDraws:
                 out += np.matmul(M[:, lb * n_b:(lb + 1) * n_b], x[:, lb])
             return out
 
-        for b in range(d):
+        for b in range(1, d):
             view = (S, 3, 3 ** (d - b - 1) * done, shape[b], int(np.prod(shape[b + 1:], dtype=np.int64)))
             M0, M1 = T[b]
             n1 = contract(x0, M1, view)
-            if x1 is not None:
-                n1 += contract(x1, M0, view)
+            n1 += contract(x1, M0, view)
             x0 = contract(x0, M0, view) if b < d - 1 else None
             x1, done = n1, done * M0.shape[0]
-        return x1.reshape(S, -1)
+        return x1.reshape(S, self.op.hermite.n_coef)
 
     def _adjoint(self, W: np.ndarray) -> np.ndarray:
         """Adjoint walk of a test-node-major band ``(*grid, 3^d)``, to the interleaved layout first."""
@@ -360,9 +396,8 @@ class BatchedDraws:
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
         if max(self.M, self.Mr) <= SMALL_MODES:
-            W = self._buffer("W", (S, len(self.shifts)) + self.shape)
-            U[:n] = self._bands_small(rho, ebar, W, U.shape[1]).T
-            UB[:n] = self._adjoint_shift_major(W).T
+            ub, u = self._walk_small(rho, ebar, U.shape[1])
+            UB[:n], U[:n] = ub.T, u.T
         else:
             Wu, Wb = self._bands(rho, ebar)
             for s in range(U.shape[1]):
@@ -377,54 +412,28 @@ class BatchedDraws:
             U[n] = ug[: U.shape[1]]
         return UB, U
 
-    def full_statistics(self, e: np.ndarray):
-        """``(||r(e)||^2, adj(sum_k r_k(e) ⊗ shift(ē_k)), C ē . r(e))`` of one draw (second-order terms)."""
-        op = self.op
-        ebar, ce, re = self.res.apply(e)
-        W = np.zeros(op._band_shape())
-        self.res.accumulate(W, re, ebar)
-        return float(np.vdot(re, re)), op._adjoint(W).ravel(), float(np.vdot(ce, re))
 
-
-def full_draws(K: int, n_nodes: int) -> int:
-    """Draws whose full noise residual enters ``E||r(e)||^2`` and the bias: enough for :data:`FULL_ENTRIES`
-    residual entries, between 1 and :data:`FULL_DRAWS_MAX` (both are sums over all entries)."""
-    return int(np.clip(np.ceil(FULL_ENTRIES / max(1, K * n_nodes)), 1, FULL_DRAWS_MAX))
-
-
-def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0):
-    """``(UB, U, Q, rr)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`.
-
-    ``UB = u + b`` of ``n_draws`` draws ``(nx, n_draws)``; ``U = u`` of the first ``n_u`` draws;
-    ``Q`` the bias band and ``rr = ||r(e_s)||^2`` of the first :func:`full_draws` draws.
-    """
-
-    bd = BatchedDraws(res, estimated)
+def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None):
+    """``(UB, U)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`: ``UB = u + b`` of
+    ``n_draws`` draws ``(nx, n_draws)`` and ``U = u`` of the first ``n_u`` draws (``bd``: a
+    :class:`BatchedDraws` of ``res`` already built)."""
+    bd = BatchedDraws(res, estimated) if bd is None else bd
     n = res.op.hermite.n_coef
     nx = n + int(estimated)
-    n_full = int(min(full_draws(bd.K, int(np.prod(bd.shape))), n_draws))
     UB, U = np.empty((nx, n_draws)), np.empty((nx, min(n_u, n_draws)))
-    Q, rr = np.zeros((nx, n_full)), np.empty(n_full)
     reduced = bd.reduced_noise(model, normalize)
     with tqdm(total=n_draws, desc="posterior: snapshot-noise draws", unit="draw", disable=not progress,
               leave=False) as bar:
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
-            # every normal number of the draws that form their full residual; the time mixes of the others directly
-            n_all = stop - start if reduced is None else max(0, min(stop, n_full) - start)
-            noises = bd._buffer("noise", (n_all,) + bd.pfull.shape)
-            for e in noises:
-                bd.noise_into(e, model, normalize, rng)
-            for s in range(start, min(stop, n_full)):
-                rr[s], Q[:n, s], qg = bd.full_statistics(noises[s - start])
-                if estimated:
-                    Q[n, s] = qg
-            mixed = None
-            if reduced is not None:
-                size = bd.pfull[0].size
-                mixed = np.concatenate([np.matmul(bd.mix, noises.reshape(n_all, bd.K + 1, size)),
-                                        reduced.sample(rng, stop - start - n_all).reshape(-1, bd.mix.shape[0], size)])
+            noises, mixed = (), None
+            if reduced is None:  # every normal number of the draws
+                noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
+                for e in noises:
+                    bd.noise_into(e, model, normalize, rng)
+            else:  # their time mixes directly
+                mixed = reduced.sample(rng, stop - start)
             UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
-    return UB, U, Q, rr
+    return UB, U

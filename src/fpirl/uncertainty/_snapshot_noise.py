@@ -21,14 +21,18 @@ first order by
 ``S`` seeded draws ``e_s = s \odot z_s`` (unit scale) give the vectors ``u_s = D(p)^T r(e_s)`` and
 ``b_s = D(e_s)^T \hat r``, computed for all draws of a batch at once (:mod:`fpirl.uncertainty._batched`:
 the noise summed over time onto the POD modes of the data before its residual is formed, the
-``3^d`` bands as stacked GEMMs over the draws, two adjoint walks per draw; no normal matrix of the
-noise).
+``3^d`` bands formed block by block into the first axis of the adjoint walk, one GEMM over the
+draws; no normal matrix of the noise). What is an expectation of the noise (``E||r(e)||^2``, the
+energy per node, the second-order band) is computed exactly, not drawn
+(:mod:`fpirl.uncertainty._expected`: second moments of a linear map of Gaussian noise).
 
-* **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = mean_s ||r(e_s) + D(p) d_s||^2``,
-  ``d_s = -K^{-1} u_s``: the observed residual sum of squares matched to its expectation under
-  unit noise (same draws), so no noise level is given.
+* **Noise level.** ``sigma^2 = RSS / E_1[RSS]`` with ``E_1[RSS] = E||r(e) + D(p) d||^2``,
+  ``d = -K^{-1} u``: the observed residual sum of squares matched to its expectation under unit
+  noise, so no noise level is given. ``E||r(e)||^2`` is exact; the correction through ``d`` (of
+  the order of the number of unknowns, against ``||r||^2`` of the order of the rows) is the mean
+  over the first :data:`SIGMA_DRAWS` draws.
 * **Shape** (``noise='auto'``): the one whose expected residual energy per node
-  ``sum_k E r_k[j]^2`` (a few pilot draws) has the smaller spread of ``log`` ratio to the
+  ``sum_k E r_k[j]^2`` (exact) has the smaller spread of ``log`` ratio to the
   observed ``sum_k \hat r_k[j]^2``, i.e. explains where the residual is large.
 * **Prior.** The penalty stays a Gaussian prior: the MAP posterior covariance is
   ``K^{-1} (Cov[D^T r_noise] + sigma_0^2 lambda P) K^{-1}``, which for independent rows
@@ -39,7 +43,7 @@ noise).
   factors of ``P = sum_a kron_b G_b^{[b=a]}``.
 
 * **Bias.** The second-order (errors-in-variables) shift of the estimator,
-  ``-sigma^2 K^{-1} mean_s D(e_s)^T r(e_s)``, is one more column of the factor (a systematic error
+  ``-sigma^2 K^{-1} E[D(e)^T r(e)]`` (exact), is one more column of the factor (a systematic error
   of that size, sign not used): at 30% multiplicative noise the fit shrinks psi by ~40% and this
   is the larger part of the error (docs/benchmarks.md, issue 10).
 
@@ -60,22 +64,24 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 
 from ..core._errors import FpirlInputError
-from ._batched import _noise, draw_vectors, full_draws
+from ._batched import BatchedDraws, _noise, draw_vectors
+from ._expected import ExpectedResidual
 from ._resolution import resolution_error
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
 from ..weakform.assembly import _threaded
-from ..weakform.matfree import (KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad, conjugate_gradient,
-                                h1_apply)
+from ..weakform.matfree import (_SPARSE_PATTERN_BYTES, KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad,
+                                conjugate_gradient, h1_apply)
 from ._posterior import CoefficientPosterior
 from ..estimators.identify import PotentialEstimator
 
 #: Noise shapes accepted by :func:`snapshot_posterior`.
 NOISE_MODELS = ("auto", "multiplicative", "additive")
-#: Draws of the snapshot noise (assembled path; each costs three band passes and adjoint walks).
+#: Draws of the snapshot noise (assembled path; each costs one band pass into its adjoint walk).
 DEFAULT_DRAWS = 64
 #: Draws on the matrix-free path (each costs one CG solve, the first 8 one more).
 DEFAULT_DRAWS_MATFREE = 48
@@ -85,8 +91,6 @@ DRAW_RTOL = 1e-6
 SIGMA_DRAWS = 8
 #: Residual entries per chunk from which the band accumulation runs on two threads.
 _THREAD_MIN_SIZE = 1 << 18
-#: Pilot draws per shape for ``noise='auto'`` (at most; fewer on large data, :func:`fpirl.uncertainty._batched.full_draws`).
-PILOT_DRAWS = 3
 #: The fitted fields are kept in memory between draws below this size (else re-read per draw).
 _CACHE_BYTES = 1 << 28
 
@@ -117,21 +121,38 @@ class _Residuals:
         self.expr = f"{sub}k,{sub}k->{sub}"
         size = 8 * 4 * op.grid.size * op.source.n_times
         self._cache = [] if size <= _CACHE_BYTES else None
+        self._csr = None
         self._filled = False
 
     def _pad(self, q):
         return _pad(q, self.op.grid.periodic)
 
+    def xi_theta(self, P: np.ndarray) -> np.ndarray:
+        """``Xi(q) theta = sum_l shift_l(q) U[l]`` ``(*grid, m)`` from the padded ``P`` ``(*grid + 2, m)``: the
+        band ``U`` as one sparse matrix, built once (as in :meth:`NormalOperator._residuals_sparse`), or
+        ``3^d`` elementwise passes where its pattern would be too large."""
+        op = self.op
+        if self._csr is None:
+            self._csr = False
+            if 4 * 3**op.d * op.grid.size <= _SPARSE_PATTERN_BYTES:
+                d, shape, pshape = op.d, op.shape, P.shape[:-1]
+                j = np.indices(shape).reshape(d, -1)
+                cols = np.stack([np.ravel_multi_index(tuple(j[b] + idx[b] for b in range(d)), pshape)
+                                 for idx in op._shifts], axis=1).astype(np.int32).ravel()
+                data = self.U.transpose(list(range(1, 2 * d, 2)) + list(range(0, 2 * d, 2))).ravel()
+                self._csr = scipy.sparse.csr_matrix((data, cols, np.arange(0, cols.size + 1, 3**d)),
+                                                    shape=(op.grid.size, int(np.prod(pshape))))
+        if self._csr is not False:
+            return (self._csr @ P.reshape(-1, P.shape[-1])).reshape(op.shape + (P.shape[-1],))
+        r = np.zeros(op.shape + (P.shape[-1],))
+        for idx, view in op._views(P):
+            r += view * self.U[op._key(idx)][..., None]
+        return r
+
     def apply(self, q):
         """``(bar q, C bar q, r(q))`` for a block of snapshots ``q`` (shape ``(m, *grid)``)."""
         qbar, g, c = diffusion_and_rate(q, self.dt, self.op.tables, self.scheme)
-        P = self._pad(qbar)
-        r = self.op._residuals_sparse(self.U, P)
-        if r is None:
-            r = np.zeros(self.op.shape + (P.shape[-1],))
-            for idx, view in self.op._views(P):
-                r += view * self.U[self.op._key(idx)][..., None]
-        r = np.moveaxis(r, -1, 0) + g
+        r = np.moveaxis(self.xi_theta(self._pad(qbar)), -1, 0) + g
         r += self.gamma * c
         return qbar, c, r
 
@@ -164,11 +185,12 @@ class _Residuals:
         self._filled = self._cache is not None
 
 
-
-
 def _draw(res, model, normalize, rng, need_bands=True):
-    """One unit-scale noise draw: ``(u, b, rr, energy)`` with ``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``,
-    ``rr = ||r(e)||^2`` and the per-node energy ``sum_k r(e)_k^2`` (bands skipped for pilots)."""
+    """One unit-scale noise draw, band pass by band pass over all pairs: ``(u, b, q, rr, energy, ug, bg, qg)``
+    with ``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``, the second-order band ``q``, ``rr = ||r(e)||^2`` and the
+    per-node energy ``sum_k r(e)_k^2`` (the gamma rows apart; only ``rr, energy`` without the bands). The
+    original per-draw computation, kept as the tests' oracle of :mod:`fpirl.uncertainty._batched` and
+    :mod:`fpirl.uncertainty._expected`."""
     op = res.op
     Wa = np.zeros(op._band_shape()) if need_bands else None
     Wb = np.zeros_like(Wa) if need_bands else None
@@ -194,17 +216,17 @@ def _draw(res, model, normalize, rng, need_bands=True):
             ug, bg, qg)
 
 
-def choose_shape(res, normalize, rng) -> tuple[str, dict]:
-    """The noise shape whose expected residual energy per node best matches the observed one (module doc)."""
+def choose_shape(res, normalize, expected=None) -> tuple[str, dict]:
+    """The noise shape whose expected residual energy per node best matches the observed one (module doc;
+    the expectation exact, :class:`fpirl.uncertainty._expected.ExpectedResidual`)."""
+    expected = ExpectedResidual(res) if expected is None else expected
     obs = np.zeros(res.op.shape)
     for *_, rhat in res.fitted():
         obs += np.sum(rhat * rhat, axis=0)
     tiny = 1e-300 + 1e-12 * obs.max()
-    # each pilot's per-node energy sums K pairs: with many pairs one pilot per shape is enough
-    pilots = min(PILOT_DRAWS, full_draws(res.op.source.n_times - 1, res.op.grid.size))
     scores = {}
     for model in NOISE_MODELS[1:]:
-        exp = sum(_draw(res, model, normalize, rng, need_bands=False)[-1] for _ in range(pilots))
+        exp = expected.energy(model, normalize)
         ratio = np.log((obs + tiny) / (exp + 1e-12 * exp.max() + 1e-300))
         scores[model] = float(np.var(ratio))
     return min(scores, key=scores.get), scores
@@ -342,24 +364,31 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     theta = np.asarray(inner.coef_, dtype=float).ravel()
     res = _Residuals(op, theta, gamma, source.dt, inner.time_scheme)
     gen = np.random.default_rng(rng)
-    g_noise, g_prior, g_pilot = (np.random.default_rng(s) for s in gen.integers(2**62, size=3))
+    g_noise, g_prior, _ = (np.random.default_rng(s) for s in gen.integers(2**62, size=3))
+    bd = BatchedDraws(res, estimated)
+    expected = ExpectedResidual(res, bd.pfull)
     if noise == "auto":
-        noise = choose_shape(res, inner.normalize, g_pilot)[0]
+        noise = choose_shape(res, inner.normalize, expected)[0]
 
     n, nx = h.n_coef, h.n_coef + int(estimated)
     # all draws through batched contractions, the noise summed over time first (fpirl.uncertainty._batched)
     m = min(n_draws, SIGMA_DRAWS)
-    UB, U, Q, rr = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m)
+    UB, U = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m, bd=bd)
+    rr = float(np.sum(expected.energy(noise, inner.normalize)))  # E||r(e)||^2, exact
+    Q = np.zeros((nx, 1))  # E D(bar e)^T r(e), exact
+    Q[:n, 0], qg = expected.bias(noise, inner.normalize, estimated)
+    if estimated:
+        Q[n, 0] = qg
     rss = n_rows = 0
     for *_, rhat in res.fitted():
         rss += float(np.vdot(rhat, rhat))
         n_rows += rhat.size
     solver = _Solver(inner, op, estimated, rtol)
-    # E_1[RSS]: ||r(e_s)||^2 from every draw; the correction through d_s = -K^{-1} u_s (of the order
-    # of the number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
+    # E_1[RSS]: E||r(e)||^2 exact; the correction through d_s = -K^{-1} u_s (of the order of the
+    # number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
     Y = solver.solve(U)
     correction = -2 * np.sum(U * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
-    e_rss = float(np.mean(rr) + np.mean(correction))
+    e_rss = float(rr + np.mean(correction))
     if not (e_rss > 0 and rss > 0):
         raise FpirlInputError("the residual of the fit is zero: the noise level cannot be estimated")
     sigma2 = rss / e_rss
@@ -367,7 +396,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     prior = np.zeros((nx, n_draws))
     prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
     F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
-    bias = -sigma2 * solver.solve(Q.mean(axis=1, keepdims=True))  # second order: E[D(e)^T r(e)]
+    bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
     resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen)
                   if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))

@@ -1,0 +1,204 @@
+r"""Exact second moments of the snapshot-noise residual (issue 20), in place of Monte Carlo pilots.
+
+:func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior` needs three expectations of the
+residual ``r_k(e)`` of independent snapshot noise ``e_i`` (unit scale, all ``K + 1`` snapshots):
+the energy per node ``E_j = E sum_k r_k(e)[j]^2`` (the shape choice), its sum ``E||r(e)||^2``
+(the noise level) and the second-order (bias) band ``W[l, j] = E sum_k r_k(e)[j] bar e_k[j + l]``.
+They are second moments of a linear map of Gaussian noise and are computed exactly here.
+
+The residual is ``r_k = A dot e_k + B bar e_k`` with the ``3^d``-band operators ``A = M`` (mass)
+and ``B = Xi(.) theta + gamma C``, the same for every pair; the time pairs are fixed mixes
+``dot e_k = sum_i T_d[k, i] e_i``, ``bar e_k = sum_i T_b[k, i] e_i``. With the per-snapshot
+weights ``alpha_i = sum_k T_d[k, i]^2``, ``beta_i = sum_k T_d[k, i] T_b[k, i]``,
+``c_i = sum_k T_b[k, i]^2`` and the noise covariance of snapshot ``i``
+
+.. math::
+    \operatorname{Cov}(e_i) = D_i - v_i p_i^T - p_i v_i^T + \kappa_i p_i p_i^T,\qquad
+    D_i = \operatorname{diag}(s_i^2),\ v_i = w \odot s_i^2,\ \kappa_i = \textstyle\sum_j w_j^2 s_i[j]^2
+
+(``s_i = p_i`` or ``1``; the terms in ``p_i`` only with ``normalize``, ``w`` the node weights), the
+variances summed over time first (``S_a = sum_i alpha_i s_i^2``, likewise ``S_b``, ``S_c``) give
+
+.. math::
+    E_j = \sum_l \big(A_l[j]^2 S_a + 2 A_l[j] B_l[j] S_b + B_l[j]^2 S_c\big)[j + l]
+    + \sum_i \Big(\kappa_i\, q_i(a_i, b_i; a_i, b_i) - 2\, q_i(a_i, b_i; a'_i, b'_i)\Big)[j],
+
+    W[l, j] = A_l[j] S_b[j + l] + B_l[j] S_c[j + l]
+    + \sum_i (\beta_i a_i + c_i b_i)[j]\,(\kappa_i p_i - v_i)[j + l] - (\beta_i a'_i + c_i b'_i)[j]\, p_i[j + l],
+
+with ``X_l[j] = X[j, j + l]`` the bands, ``a_i = A p_i``, ``b_i = B p_i``, ``a'_i = A v_i``,
+``b'_i = B v_i`` and ``q_i(a, b; a', b') = alpha_i a a' + beta_i (a b' + b a') + c_i b b'``. The
+fields ``p_i`` and ``v_i`` enter through their POD modes (eigenvalues below
+:data:`COMPRESS_RTOL` of the largest dropped), so the operators act on a few fields, not on all
+snapshots. The gamma row of the bias is ``E sum_k C bar e_k . r_k = sum_{l, j} C_l[j] W[l, j]``.
+Test: the dense covariance of the noise pushed through the residual (brute force).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from ..weakform.assembly import time_pairs
+from ..weakform.matfree import _pad
+from ._batched import mass_and_stiffness
+
+#: Relative eigenvalue cut of the POD of the fields the operators act on.
+COMPRESS_RTOL = 1e-13
+#: The ``3^d`` band fields of the operators are kept between the expectations below this size.
+_BAND_CACHE_BYTES = 1 << 28
+
+
+def _axis_bands(T: np.ndarray, periodic: bool) -> np.ndarray:
+    """``(3, n)``: ``band[o, j] = T[j, j + o - 1]`` (wrapped on a periodic axis, 0 past a wall)."""
+    n = T.shape[0]
+    j = np.arange(n)
+    out = np.zeros((3, n))
+    for o in range(3):
+        cols = j + o - 1
+        ok = np.ones(n, bool) if periodic else (cols >= 0) & (cols < n)
+        out[o, ok] = T[j[ok], cols[ok] % n]
+    return out
+
+
+def _outer(vectors) -> np.ndarray:
+    out = np.ones(())
+    for v in vectors:
+        out = np.multiply.outer(out, v)
+    return out
+
+
+def _modes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(V, Y)`` with ``X = V Y`` (rows of ``Y`` the POD modes of the rows of ``X``, tiny ones dropped)."""
+    flat = X.reshape(X.shape[0], -1)
+    lam, V = scipy.linalg.eigh(flat @ flat.T)
+    keep = lam > COMPRESS_RTOL * max(lam[-1], 1e-300)
+    V = V[:, keep]
+    return V, np.tensordot(V, X, axes=(0, 0))
+
+
+def _bilinear(F1: np.ndarray, G: np.ndarray, F2: np.ndarray) -> np.ndarray:
+    """``sum_{m, m'} G[m, m'] F1_m F2_m'`` (fields ``F`` stacked on the first axis)."""
+    return np.einsum("m...,m...->...", F1, np.tensordot(G, F2, axes=(1, 0)))
+
+
+class ExpectedResidual:
+    """The exact expectations of the module doc for the residual ``r`` of ``res``
+    (:class:`fpirl.uncertainty._snapshot_noise._Residuals`) and the fitted snapshots ``pfull`` ``(K + 1, *grid)``
+    (read from ``res`` when not given)."""
+
+    def __init__(self, res, pfull: np.ndarray | None = None):
+        self.res, self.op = res, res.op
+        if pfull is None:  # the blocks of the fitted data overlap by one snapshot
+            pfull = np.concatenate([b if i == 0 else b[1:] for i, (b, *_) in enumerate(res.fitted())])
+        self.pfull = pfull
+        op = self.op
+        self.d, self.shape, self.periodic = op.d, op.shape, op.grid.periodic
+        k1 = pfull.shape[0]
+        Tb, Td = time_pairs(np.eye(k1), op.source.dt, res.scheme)
+        self.alpha, self.beta, self.c = (np.sum(x * y, axis=0) for x, y in ((Td, Td), (Td, Tb), (Tb, Tb)))
+        self.mass = [_axis_bands(tb.mass, self.periodic) for tb in op.tables]
+        self.stiff = [_axis_bands(tb.stiffness, self.periodic) for tb in op.tables]
+        self.w = op.grid.node_weights()
+        self._band_list = [] if 3 * 8 * op.grid.size * 3**self.d <= _BAND_CACHE_BYTES else None
+        self._cache = {}
+
+    # --- the band operators -------------------------------------------------------------
+    def _bands(self):
+        """``(idx, A_l, C_l, B_l)`` for every shift ``l = idx`` (fields on the grid; kept when small)."""
+        if self._band_list:
+            yield from self._band_list
+            return
+        for idx in self.op._shifts:
+            A = _outer([m[i] for m, i in zip(self.mass, idx)])
+            C = sum(_outer([(self.stiff if b == a else self.mass)[b][i] for b, i in enumerate(idx)])
+                    for a in range(self.d))
+            item = (idx, A, C, self.res.U[self.op._key(idx)] + self.res.gamma * C)
+            if self._band_list is not None:
+                self._band_list.append(item)
+            yield item
+
+    def _apply(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(A X, B X)`` for a stack of fields ``(m, *grid)``."""
+        op, res = self.op, self.res
+        AX, CX = mass_and_stiffness(X, op.tables)
+        BX = res.gamma * CX
+        P = _pad(X, self.periodic)
+        return AX, BX + np.moveaxis(res.xi_theta(P), -1, 0)
+
+    def _shift(self, P: np.ndarray, idx) -> np.ndarray:
+        """``x[j + idx - 1]`` from the padded ``P``."""
+        return P[tuple(slice(i, i + n) for i, n in zip(idx, self.shape))]
+
+    def _sums(self, model):
+        """``s_i^2`` and the padded ``(S_a, S_b, S_c)`` (the variances summed over time with the weights)."""
+        s2 = self.pfull**2 if model == "multiplicative" else np.ones_like(self.pfull)
+        S = [np.tensordot(x, s2, axes=(0, 0)) for x in (self.alpha, self.beta, self.c)]
+        return s2, [_pad(x[None], self.periodic)[..., 0] for x in S]
+
+    def _modes_of(self, key, X):
+        """``(V, Y, A Y, B Y)``: ``X_i = sum_m V[i, m] Y_m`` (POD modes) and the operators on the modes."""
+        if key not in self._cache:
+            V, Y = _modes(X)
+            self._cache[key] = (V, Y) + self._apply(Y)
+        return self._cache[key]
+
+    def _rank_one(self, model, s2):
+        """The normalisation's terms: ``kappa`` and the modes of ``p_i`` and ``v_i = w s_i^2``."""
+        kappa = np.tensordot(s2, self.w**2, axes=self.d)  # (K + 1,)
+        return kappa, self._modes_of("p", self.pfull), self._modes_of(("v", model), s2 * self.w[None])
+
+    # --- the expectations -----------------------------------------------------------------
+    def energy(self, model: str, normalize: bool) -> np.ndarray:
+        """``E sum_k r_k(e)[j]^2`` per node (module doc)."""
+        key = ("energy", model, bool(normalize))
+        if key in self._cache:
+            return self._cache[key]
+        s2, (Sa, Sb, Sc) = self._sums(model)
+        out = np.zeros(self.shape)
+        for idx, A, _, B in self._bands():
+            out += A * (A * self._shift(Sa, idx) + 2 * B * self._shift(Sb, idx)) + B * B * self._shift(Sc, idx)
+        if normalize:
+            kappa, (Vp, _, Ap, Bp), (Vv, _, Av, Bv) = self._rank_one(model, s2)
+
+            def gp(x):  # sum_i x_i a_i a'_i = sum_{m, m'} (V^T diag(x) V')[m, m'] (modes m, m')
+                return Vp.T @ (x[:, None] * Vp)
+
+            def gx(x):
+                return Vp.T @ (x[:, None] * Vv)
+
+            al, be, c = self.alpha, self.beta, self.c
+            out += (_bilinear(Ap, gp(kappa * al), Ap) + 2 * _bilinear(Ap, gp(kappa * be), Bp)
+                    + _bilinear(Bp, gp(kappa * c), Bp))
+            out -= 2 * (_bilinear(Ap, gx(al), Av) + _bilinear(Ap, gx(be), Bv) + _bilinear(Bp, gx(be), Av)
+                        + _bilinear(Bp, gx(c), Bv))
+        self._cache[key] = out
+        return out
+
+    def bias(self, model: str, normalize: bool, estimated: bool) -> tuple[np.ndarray, float]:
+        """``(adj(W), sum_{l, j} C_l[j] W[l, j])``: ``E D(bar e)^T r(e)`` (the second-order band ``W``, module doc)."""
+        op = self.op
+        s2, (_, Sb, Sc) = self._sums(model)
+        W = np.zeros(op._band_shape())
+        for idx, A, _, B in self._bands():
+            W[op._key(idx)] = A * self._shift(Sb, idx) + B * self._shift(Sc, idx)
+        if normalize:
+            kappa, (Vp, Yp, Ap, Bp), (Vv, Yv, Av, Bv) = self._rank_one(model, s2)
+
+            def coef(x, V1, V2):
+                return V1.T @ (x[:, None] * V2)
+
+            def mix(G, Y):
+                return np.tensordot(G, Y, axes=(1, 0))
+
+            be, c = self.beta, self.c
+            # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i, in modes
+            F = np.concatenate([Ap, Bp, Av, Bv])
+            G = np.concatenate([mix(coef(be * kappa, Vp, Vp), Yp) - mix(coef(be, Vp, Vv), Yv),
+                                mix(coef(c * kappa, Vp, Vp), Yp) - mix(coef(c, Vp, Vv), Yv),
+                                -mix(coef(be, Vv, Vp), Yp), -mix(coef(c, Vv, Vp), Yp)])
+            self.res.accumulate(W, F, G)
+        qg = 0.0
+        if estimated:
+            qg = float(sum(np.vdot(C, W[op._key(idx)]) for idx, _, C, _ in self._bands()))
+        return op._adjoint(W).ravel(), qg

@@ -1,0 +1,66 @@
+"""Exact second moments of the snapshot-noise residual (fpirl.uncertainty._expected, issue 20).
+
+Oracle: the per-draw Monte Carlo code ``_snapshot_noise._draw`` (noise made by ``_batched._noise``,
+band passes over all pairs) fed, in place of random normals, every unit vector ``z = e_c`` in turn:
+its outputs are quadratic in ``z``, so their sum over the unit vectors is their exact expectation
+under ``z ~ N(0, I)`` (brute force, no formula shared with the code under test).
+"""
+
+import numpy as np
+import pytest
+
+from fpirl import DensitySnapshots, Grid, PotentialEstimator
+from fpirl.uncertainty._expected import ExpectedResidual
+from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
+from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
+
+
+class _UnitNormals:
+    """Stands in for a generator: ``standard_normal`` hands out the next entries of one unit vector."""
+
+    def __init__(self, size, c):
+        self.z, self.pos = np.zeros(size), 0
+        self.z[c] = 1.0
+
+    def standard_normal(self, shape):
+        n = int(np.prod(shape))
+        out = self.z[self.pos:self.pos + n].reshape(shape)
+        self.pos += n
+        return out
+
+
+def _case(boundary, scheme, rng):
+    grid = Grid([-1, -1], [1, 1], (6, 7), boundary=boundary)
+    x = grid.mesh()
+    t = 0.05 * np.arange(6)
+    v = np.exp(-np.cos(np.pi * x[..., 0]) - 0.5 * np.sin(np.pi * x[..., 1]))[None] * (
+        1 + 0.2 * np.exp(-5 * t)[:, None, None] * np.cos(np.pi * x[..., 0])[None])
+    v = v * (1 + 0.05 * rng.standard_normal(v.shape))  # noisy: no time compression of the data
+    v[:, 0, :] *= 3.0  # a steep profile: the normalisation terms matter
+    s = DensitySnapshots(grid, t, v)
+    est = PotentialEstimator(hermite_elements=2, estimate_beta=True, time_scheme=scheme).fit(s)
+    src = StreamingSnapshots.from_snapshots(s).normalize()
+    op = NormalOperator(src, est.hermite_, compress=None, time_scheme=scheme,
+                        chunk_bytes=8 * grid.size * 6 * 2)  # chunks of 2 pairs: the carried snapshot
+    res = _Residuals(op, est.coef_.ravel(), 1 / est.beta_, src.dt, scheme)
+    return res, ExpectedResidual(res).pfull
+
+
+@pytest.mark.parametrize("boundary, scheme, model, normalize", [
+    ("periodic", "midpoint", "multiplicative", True), ("reflecting", "explicit", "additive", True),
+    ("reflecting", "midpoint", "multiplicative", False)])
+def test_exact_moments_equal_the_brute_force_expectation(boundary, scheme, model, normalize, rng):
+    res, pfull = _case(boundary, scheme, rng)
+    size = pfull.size
+    energy = rr = qg = 0.0
+    q = 0.0
+    for c in range(size):  # E f(z) = sum_c f(e_c) for f quadratic in z ~ N(0, I)
+        _, _, qc, rrc, ec, _, _, qgc = _draw(res, model, normalize, _UnitNormals(size, c))
+        energy, rr, q, qg = energy + ec, rr + rrc, q + qc, qg + qgc
+    ex = ExpectedResidual(res)
+    got = ex.energy(model, normalize)
+    np.testing.assert_allclose(got, energy, rtol=1e-9, atol=1e-12 * energy.max())
+    np.testing.assert_allclose(got.sum(), rr, rtol=1e-9)
+    qv, g = ex.bias(model, normalize, True)
+    np.testing.assert_allclose(qv, q, rtol=0, atol=1e-9 * np.abs(q).max())
+    np.testing.assert_allclose(g, qg, rtol=1e-9, atol=1e-9 * abs(qg))
