@@ -25,6 +25,19 @@ def _threaded(work, items) -> None:
         list(pool.map(work, [items[t::n] for t in range(n)]))
 
 
+def touched_empty(shape) -> np.ndarray:
+    """``np.empty(shape)`` with every page written once, in order (one store per 4 KiB page).
+
+    The GEMMs and einsums here write their outputs in strided patterns; on fresh memory each first
+    touch is a page fault in the middle of a BLAS kernel, which cost more than the products
+    themselves (measured: the 4-D contraction 3.5 s -> 1.8 s on one thread with its two large
+    outputs pre-touched). Touching the pages in order first is cheap.
+    """
+    out = np.empty(shape)
+    out.reshape(-1)[::512] = 0.0
+    return out
+
+
 def placement_contraction(X: np.ndarray, tables, n_marks: int, progress=None) -> np.ndarray:
     """``sum over placements of n_marks derivative marks on the axes`` of a sum-factorised contraction.
 
@@ -129,13 +142,13 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     T, Lh, n_h = prod(shape[h:]), prod(r[:h]), 3 if h else 1
     if h:  # the first half, in chunks of the trailing index
         S2 = S.reshape(prod(shape[:h]), T)
-        P = np.empty((Lh, n_h, T))
+        P = touched_empty((Lh, n_h, T))
         P4 = P.reshape(Lh // r[h - 1], r[h - 1], n_h, T)
         inter = max([prod(r[: b + 1]) * 3 * prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
         step = max(1, _CHUNK_DOUBLES // max(prod(shape[:h]), inter))
 
         def first_half(starts):
-            xbuf, work = np.empty(prod(shape[:h]) * step), [np.empty(inter * step) for _ in range(2)]
+            xbuf, work = touched_empty(prod(shape[:h]) * step), [touched_empty(inter * step) for _ in range(2)]
             for t0 in starts:
                 w = min(step, T - t0)
                 Xc = xbuf[: prod(shape[:h]) * w].reshape(-1, w)
@@ -150,14 +163,14 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     else:
         P = S.reshape(1, shape[0], -1)
     del S  # with the caller's reference gone, the moment is freed here
-    out = np.empty(prod(r))
+    out = touched_empty(prod(r))
     inner = prod(r[h : d - 1])
     out4 = out.reshape(Lh, inner, r[d - 1], 1, 1)
     inter = max([prod(r[h : b + 1]) * 3 * prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
     step = max(1, _CHUNK_DOUBLES // max(n_h * T, inter))
 
     def second_half(starts):
-        work = [np.empty(inter * step) for _ in range(2)]
+        work = [touched_empty(inter * step) for _ in range(2)]
         for l0 in starts:
             Xc = P[l0 : l0 + step].reshape(-1, n_h * shape[h], T // shape[h])
             _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1), work)

@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from ._contraction import _threaded
+from ._contraction import _threaded, touched_empty
 
 OFFSETS_S = (-2, -1, 0, 1, 2)  # n' - n for two density nodes under one test function
 
@@ -105,7 +105,7 @@ def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
     d = pbar.ndim - 1
     n5 = len(OFFSETS_S)
     shape = pbar.shape[1:]
-    S = np.empty(tuple(x for n in shape for x in (n, n5)))
+    S = touched_empty(tuple(x for n in shape for x in (n, n5)))
     Q, Qp = _padded(pbar, periodic, 2)
     first = pbar.shape[0] <= SNAPSHOTS_FIRST_MAX
     offsets = list(itertools.product(range(n5), repeat=d))
@@ -134,7 +134,7 @@ def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``Z[j_1, l_1, ...] = sum_k h_k[j] pbar_k[j + l]``, flattened per axis to ``3 n_b``."""
     d = pbar.ndim - 1
-    Z = np.empty(tuple(x for n in pbar.shape[1:] for x in (n, 3)))
+    Z = touched_empty(tuple(x for n in pbar.shape[1:] for x in (n, 3)))
     _, Qp = _padded(pbar, periodic, 1)
     H = np.ascontiguousarray(h if h.shape[0] <= SNAPSHOTS_FIRST_MAX else np.moveaxis(h, 0, -1))
     _banded_products(H, Qp, list(itertools.product(range(3), repeat=d)), 1, Z, h.shape[0] <= SNAPSHOTS_FIRST_MAX)
