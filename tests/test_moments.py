@@ -11,7 +11,7 @@ import pytest
 
 from fpirl import DensitySnapshots, Grid, PotentialEstimator
 from fpirl.core.hermite import HermiteSpace
-from fpirl.weakform import _moments, assembly
+from fpirl.weakform import _moments, assembly, noise_bias
 from fpirl.weakform._reference import reference_normal_equations
 
 
@@ -83,10 +83,14 @@ def test_refit_reuses_the_moments_and_equals_a_fresh_fit(rng, monkeypatch, estim
         fine = PotentialEstimator(hermite_elements=4, **params).fit(s)
         fresh = PotentialEstimator(hermite_elements=3, **params, beta_block=(
             fine.beta_coarsening_ if estimate_beta else None)).fit(s)
-        calls = []
+        calls, var_calls = [], []
         real = assembly.data_moments
         monkeypatch.setattr("fpirl.estimators.identify.data_moments", lambda *a, **k: calls.append(1) or real(*a, **k))
+        real_var = noise_bias.snapshot_noise_variance
+        monkeypatch.setattr("fpirl.estimators.identify.snapshot_noise_variance",
+                            lambda *a: var_calls.append(1) or real_var(*a))
         refit = coarse_refit(fine, s)
+        assert var_calls == []  # the noise variance of the data (beta estimated) is kept with the moments
         other = coarse_refit(fine, DensitySnapshots(g, t, s.values.copy()))  # other data object: recomputed
     assert refit._moments is fine._moments and calls == [1] and other._moments is not fine._moments
     np.testing.assert_allclose(refit.coef_, fresh.coef_, rtol=1e-12, atol=1e-12 * np.abs(fresh.coef_).max())
@@ -94,3 +98,4 @@ def test_refit_reuses_the_moments_and_equals_a_fresh_fit(rng, monkeypatch, estim
     for name in ("xtx", "xtg", "xtc"):
         np.testing.assert_array_equal(getattr(refit.normal_equations_, name), getattr(fresh.normal_equations_, name))
     assert "_moments" not in pickle.loads(pickle.dumps(fine)).__dict__
+    assert (fine._moments.noise_variance is not False) == estimate_beta

@@ -32,7 +32,7 @@ from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import DataMoments, NormalEquations, assemble_normal_equations, data_moments
-from ..weakform.noise_bias import correct_normal_equations
+from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
 from ._beta_noise import check_block, coarse_beta, noise_leaves_beta_open, noise_share
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
@@ -310,8 +310,11 @@ class PotentialEstimator(FittedPotentialMixin):
             )
         raw = ne
         if self.estimate_beta and self.correct_noise:
+            if moments is not None and moments.noise_variance is False:  # kept for the refits, like the moments
+                moments.noise_variance = snapshot_noise_variance(snapshots)
             ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
-                                          quadrature_points=self.quadrature_points)
+                                          quadrature_points=self.quadrature_points,
+                                          variance=False if moments is None else moments.noise_variance)
         A = ne.xtx
         scale = np.trace(A) / A.shape[0]
         if not scale > 0:

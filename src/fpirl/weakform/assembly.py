@@ -236,6 +236,9 @@ class DataMoments:
         The snapshots the moments were computed from (before normalisation), for :meth:`matches`.
     settings : tuple
         ``(normalize, time_scheme, quadrature_points)``.
+    noise_variance : NoiseVariance, None or False
+        The snapshot-noise variance of the data (:func:`fpirl.weakform.noise_bias.snapshot_noise_variance`)
+        once a fit with beta estimated has needed it; False before.
     """
 
     second: np.ndarray = field(repr=False)
@@ -247,6 +250,7 @@ class DataMoments:
     n_rows: int
     source: object = field(repr=False, default=None)
     settings: tuple = ()
+    noise_variance: object = field(repr=False, default=False)
 
     def matches(self, source, settings) -> bool:
         """Whether these are the moments of ``source`` (the same object) under ``settings``; the
