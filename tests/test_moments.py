@@ -40,15 +40,17 @@ def test_banded_moments_equal_brute_force(rng, periodic, K, shape):
     np.testing.assert_allclose(_moments._first_moment(h, p, periodic), _brute_banded(h, p, periodic, 1), rtol=1e-13)
 
 
-def test_time_modes_keep_the_gram_and_drop_only_null_modes(rng):
+def test_time_modes_reproduce_the_snapshots_and_drop_only_null_modes(rng):
     base = rng.random((3, 7, 6))
     low = np.einsum("km,m...->k...", rng.random((12, 3)), base)  # rank 3 in time
-    q = _moments.time_modes(low)
-    assert q.shape == (3, 7, 6)
+    W, q = _moments.time_modes(low)
+    assert W.shape == (12, 3) and q.shape == (3, 7, 6)
+    np.testing.assert_allclose(W.T @ W, np.eye(3), atol=1e-14)
     P, Q = low.reshape(12, -1), q.reshape(3, -1)
-    np.testing.assert_allclose(Q.T @ Q, P.T @ P, rtol=0, atol=1e-13 * np.abs(P.T @ P).max())
+    np.testing.assert_allclose(W @ Q, P, rtol=0, atol=1e-14 * np.abs(P).max())  # Pbar = W Q
     full = rng.random((5, 7, 6))
-    assert _moments.time_modes(full) is full  # nothing to drop: the snapshots themselves
+    W, q = _moments.time_modes(full)
+    assert W is None and q is full  # nothing to drop: the snapshots themselves
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "reflecting"])

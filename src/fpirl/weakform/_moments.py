@@ -2,8 +2,8 @@
 
 ``S[n, delta] = sum_k bar p_k[n] bar p_k[n + delta]`` (``5^d`` offsets per node) and the first moments
 ``Z[j, l] = sum_k h_k[j] bar p_k[j + l]`` (``3^d``): length-``K`` dot products between a node and its
-neighbours, the snapshot axis contiguous, one first-axis slice at a time on two threads. The second
-moment runs over the time modes of the data (:func:`time_modes`) instead of the ``K`` time pairs.
+neighbours, the snapshot axis contiguous, one first-axis slice at a time on two threads. The
+moments run over the time modes of the data (:func:`time_modes`) instead of the ``K`` time pairs.
 """
 
 from __future__ import annotations
@@ -141,27 +141,33 @@ def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray
     return Z.reshape(tuple(n * 3 for n in pbar.shape[1:]))
 
 
-#: Time modes of the snapshots whose eigenvalue (of the snapshots' Gram matrix) is below this fraction
-#: of the largest are dropped from the second moment (the matrix-free path's POD cut-off): each changes
-#: ``S`` (and ``A``) by less than this, relative.
-POD_RTOL = 1e-13
+#: Time modes of the snapshots whose singular value is below this fraction of the largest are dropped
+#: from the moments: the second moment changes by less than its square, the first moments by less than
+#: this, relative (rounding level; the matrix-free path's POD drops eigenvalues below 1e-13, i.e.
+#: singular values below 3e-7, in the second moment only).
+MODE_RTOL = 1e-14
 
 
-def time_modes(pbar: np.ndarray, rtol: float = POD_RTOL) -> np.ndarray:
-    """Rows ``q_m`` (``M <= K``) with ``sum_m q_m q_m^T = sum_k pbar_k pbar_k^T`` up to modes below ``rtol``.
+def time_modes(pbar: np.ndarray, rtol: float = MODE_RTOL) -> tuple[np.ndarray | None, np.ndarray]:
+    """``(W, Q)``: time vectors ``W (K, M)`` and modes ``Q = W^T Pbar`` (``M <= K``) of the time pairs.
 
-    With the Gram matrix ``Pbar Pbar^T = V Lambda V^T`` of the ``K`` time pairs, ``Q = V_M^T Pbar``
-    keeps the ``M`` modes with ``lambda_m > rtol lambda_max``; ``Q^T Q = Pbar^T V_M V_M^T Pbar`` differs
-    from ``Pbar^T Pbar`` by the dropped eigenvalues only. The second moment ``S`` depends on the data
-    only through ``Pbar^T Pbar``, so it costs ``M / K`` as much (smooth relaxations have few modes).
-    Returns ``pbar`` itself when no mode can be dropped.
+    ``Pbar^T = Q_r R`` (QR of the ``K`` snapshots as columns) and the SVD ``R^T = W Sigma U^T`` give the
+    singular values of ``Pbar`` to rounding relative to the largest (a Gram matrix would square the
+    rounding); ``W`` keeps the ``M`` left singular vectors with ``sigma_m > rtol sigma_max``. Then
+    ``Pbar = W Q`` up to the dropped modes, so ``sum_k pbar_k pbar_k^T = Q^T Q`` and
+    ``sum_k h_k pbar_k^T = (W^T H)^T Q``: the moments cost ``M / K`` as much (smooth relaxations have
+    few modes). Returns ``(None, pbar)`` when no mode can be dropped.
     """
     K = pbar.shape[0]
     P = pbar.reshape(K, -1)
-    lam, vec = np.linalg.eigh(P @ P.T)
-    if not lam[-1] > 0:
-        return pbar
-    keep = lam > rtol * lam[-1]
+    if K < 2 or P.shape[1] < K:
+        return None, pbar
+    R = np.linalg.qr(P.T, mode="r")
+    W, sigma, _ = np.linalg.svd(R.T)
+    if not sigma[0] > 0:
+        return None, pbar
+    keep = sigma > rtol * sigma[0]
     if keep.all():
-        return pbar
-    return (vec[:, keep].T @ P).reshape((-1,) + pbar.shape[1:])
+        return None, pbar
+    W = W[:, keep]
+    return W, (W.T @ P).reshape((-1,) + pbar.shape[1:])

@@ -50,7 +50,7 @@ from ..core.hermite import HermiteAxis, HermiteSpace
 from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core.quadrature import composite_rule, merged_breakpoints
 from ._moments import (  # noqa: F401 (re-exported)
-    OFFSETS_S, POD_RTOL, _first_moment, _second_moment, _shift, _shift_nd, time_modes)
+    MODE_RTOL, OFFSETS_S, _first_moment, _second_moment, _shift, _shift_nd, time_modes)
 from ._contraction import _symmetrised, _threaded, normal_matrix_contraction, placement_contraction  # noqa: F401 (re-exported)
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
@@ -264,7 +264,7 @@ class DataMoments:
 
 def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", quadrature_points: int = 3,
                  tables=None, source=None, normalize: bool = False) -> DataMoments:
-    """The banded data moments of :class:`DataMoments` (``O(M 5^d n + K 3^d n)``, ``M`` the time modes).
+    """The banded data moments of :class:`DataMoments` (``O(M 5^d n)``, ``M <= K`` the time modes of the data: :func:`time_modes`).
 
     The mass and stiffness matrices come from the FE cells alone (:func:`fe_matrices`, exact), so the
     moments do not depend on the Hermite space, except with one quadrature point, where they are
@@ -278,11 +278,14 @@ def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", 
         ops = tables
     with one_blas_thread():
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
-        second = _second_moment(time_modes(pbar), grid.periodic)
-        first_g = _first_moment(g, pbar, grid.periodic)
-        first_c = _first_moment(c, pbar, grid.periodic)
-    return DataMoments(second, first_g, first_c, gg=float(np.vdot(g, g)), gc=float(np.vdot(g, c)),
-                       cc=float(np.vdot(c, c)), n_rows=int(g.size), source=source,
+        gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
+        W, q = time_modes(pbar)
+        second = _second_moment(q, grid.periodic)
+        if W is not None:  # sum_k h_k pbar_k^T = sum_m (W^T h)_m q_m^T
+            g, c = (np.tensordot(W, h, axes=(0, 0)) for h in (g, c))
+        first_g = _first_moment(g, q, grid.periodic)
+        first_c = _first_moment(c, q, grid.periodic)
+    return DataMoments(second, first_g, first_c, gg=gg, gc=gc, cc=cc, n_rows=n_rows, source=source,
                        settings=(bool(normalize), time_scheme, int(quadrature_points)))
 
 
