@@ -83,12 +83,6 @@ def _check_estimated_beta(gamma: float, identifiability: float) -> None:
         )
 
 
-def _add_outer(M: np.ndarray, u: np.ndarray, v: np.ndarray, block: int = 256) -> None:
-    """``M += u v^T`` in place, a block of rows at a time (no full-size temporaries: fresh pages cost)."""
-    for i in range(0, M.shape[0], block):
-        M[i : i + block] += np.outer(u[i : i + block], v)
-
-
 class PotentialEstimator(FittedPotentialMixin):
     """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
 
@@ -329,7 +323,8 @@ class PotentialEstimator(FittedPotentialMixin):
             ``fixed``: ``1/beta`` given (from the block-averaged data)."""
             M = P * lam
             M += A
-            _add_outer(M, scale * m, m)
+            for i in range(0, M.shape[0], 256):  # + scale m m^T by row blocks (no full-size temporaries)
+                M[i : i + 256] += np.outer(scale * m[i : i + 256], m)
             if not self.estimate_beta or fixed is not None:
                 gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}

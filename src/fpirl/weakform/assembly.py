@@ -259,6 +259,7 @@ class DataMoments:
 
     @property
     def nbytes(self) -> int:
+        """Bytes held by the moment arrays."""
         return int(self.second.nbytes + self.first_g.nbytes + self.first_c.nbytes)
 
 
