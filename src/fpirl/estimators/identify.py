@@ -324,7 +324,7 @@ class PotentialEstimator(FittedPotentialMixin):
             M = P * lam
             M += A
             for i in range(0, M.shape[0], 256):  # + scale m m^T by row blocks (no full-size temporaries)
-                M[i : i + 256] += np.outer(scale * m[i : i + 256], m)
+                M[i : i + 256] += scale * np.outer(m[i : i + 256], m)
             if not self.estimate_beta or fixed is not None:
                 gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}
