@@ -67,10 +67,10 @@ def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: 
     """``out[n_1, i_1, ..., n_d, i_d] = sum_k left[n, k] right[n + delta(i), k]`` for the offset indices ``i``.
 
     ``left`` and ``right_padded`` come from :func:`_padded` (same layout, the snapshot axis ``first``
-    or last; ``right_padded`` padded by ``halo`` per axis), ``offsets`` lists index tuples ``i`` with ``delta = i - halo``; ``out`` is in
-    the interleaved layout (the offset after the node, per axis) that the contractions read. The
-    loop runs over slices of the first node axis, all offsets of one slice together, so that each
-    product and the slice of ``out`` it writes stay in cache.
+    or last; ``right_padded`` padded by ``halo`` per axis), ``offsets`` lists index tuples ``i`` with
+    ``delta = i - halo``; ``out`` is in the interleaved layout (the offset after the node, per axis)
+    that the contractions read. The loop runs over slices of the first node axis, all offsets of one
+    slice together, so that each product and the slice of ``out`` it writes stay in cache.
     """
     shape = left.shape[1:] if first else left.shape[:-1]
     d = len(shape)
