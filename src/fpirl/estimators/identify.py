@@ -296,8 +296,9 @@ class PotentialEstimator(FittedPotentialMixin):
             key = (bool(self.normalize), self.time_scheme, int(self.quadrature_points))
             moments = _moments if _moments is not None and _moments.matches(given, key) else None
             if moments is None and self.quadrature_points >= 2:  # (one point: Hermite-dependent, not kept)
-                moments = data_moments(snapshots, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points,
-                                       source=given, normalize=self.normalize)
+                moments = data_moments(snapshots, time_scheme=self.time_scheme,
+                                       quadrature_points=self.quadrature_points, source=given,
+                                       normalize=self.normalize)
             ne = assemble_normal_equations(
                 snapshots, hermite, time_scheme=self.time_scheme,
                 quadrature_points=self.quadrature_points, progress=self.progress, moments=moments,

@@ -265,7 +265,9 @@ class DataMoments:
 
 def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", quadrature_points: int = 3,
                  tables=None, source=None, normalize: bool = False) -> DataMoments:
-    """The banded data moments of :class:`DataMoments` (``O(M 5^d n)``, ``M <= K`` the time modes of the data: :func:`time_modes`).
+    """The banded data moments of :class:`DataMoments`.
+
+    Cost ``O(M 5^d n)``, ``M <= K`` the time modes of the data (:func:`time_modes`).
 
     The mass and stiffness matrices come from the FE cells alone (:func:`fe_matrices`, exact), so the
     moments do not depend on the Hermite space, except with one quadrature point, where they are
