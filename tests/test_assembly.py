@@ -145,10 +145,11 @@ def _mirror(M, n, nd):
 def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chunk):
     """Random 1-D tables and moment with the symmetry of the assembly's (``V_vu`` the mirror of
     ``V_uv``, S its own mirror), rows that vanish (Hermite pairs without overlap), 2-D to 4-D, the
-    contraction's chunks forced small: ``X + X^T`` against all ``d^2`` dense Kronecker products."""
+    contraction's chunks and blocks forced small: ``X + X^T`` against all ``d^2`` dense Kronecker products."""
     from fpirl.weakform import _contraction
 
     monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", chunk)
+    monkeypatch.setattr(_contraction, "_BETWEEN_DOUBLES", 4 * chunk)  # blocks of the first axis's rows
     for nodes, dofs in (((3, 4), (2, 3)), ((2, 3, 1), (2, 3, 2)), ((1, 2, 1, 2), (2, 2, 1, 2))):
         vtables = []
         for n, nd in zip(nodes, dofs):
@@ -183,6 +184,7 @@ def test_blocked_assembly_equals_dense_reference(rng, monkeypatch, boundary, ele
     from fpirl.weakform import _contraction
 
     monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", 50)
+    monkeypatch.setattr(_contraction, "_BETWEEN_DOUBLES", 500)
     d = len(elements)
     g = Grid([-1.0] * d, [1.0] * d, elements, boundary=boundary)
     s = DensitySnapshots(g, np.arange(3) * 0.1, rng.random((3,) + g.shape))

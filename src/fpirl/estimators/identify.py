@@ -31,8 +31,8 @@ from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
-from ..weakform.assembly import NormalEquations, assemble_normal_equations
-from ..weakform.noise_bias import correct_normal_equations
+from ..weakform.assembly import DataMoments, NormalEquations, assemble_normal_equations, data_moments
+from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
 from ._beta_noise import check_block, coarse_beta, noise_leaves_beta_open, noise_share
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
@@ -240,7 +240,8 @@ class PotentialEstimator(FittedPotentialMixin):
         check_block(self.beta_block)
         return {"beta": beta, "ridge": ridge, "elements": elements}
 
-    def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None) -> "PotentialEstimator":
+    def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None, *,
+            _moments: DataMoments | None = None) -> "PotentialEstimator":
         """Fit psi (and beta) to density snapshots.
 
         Parameters
@@ -249,6 +250,11 @@ class PotentialEstimator(FittedPotentialMixin):
             Streamed snapshots (read chunk by chunk) take the matrix-free path.
         normal_equations : NormalEquations, optional
             Re-use an assembled system (e.g. when sweeping ``ridge``); must come from the same data.
+        _moments : DataMoments, optional
+            Internal: the data moments of an assembled fit of the same ``snapshots`` object (its
+            ``_moments``), re-used when they match the settings (refits at other Hermite resolutions;
+            :func:`fpirl.weakform.assembly.data_moments`). The assembled path keeps its moments in
+            ``_moments`` (not copied, not pickled).
         """
         streaming = isinstance(snapshots, matfree.StreamingSnapshots)
         if not (isinstance(snapshots, DensitySnapshots) or streaming):
@@ -278,21 +284,32 @@ class PotentialEstimator(FittedPotentialMixin):
             return self._fit_matrix_free(snapshots, hermite, ridge, params["beta"], solver)
         if streaming:
             raise FpirlInputError("streamed snapshots need solver='matrix-free' (or 'auto')")
+        given = snapshots
         if self.normalize:
             snapshots = snapshots.normalized()
         ne = normal_equations
         if ne is None and self.scheduler is not None:
             ne = accumulate_normal_equations(snapshots, hermite, scheduler=self.scheduler, time_scheme=self.time_scheme,
                                              quadrature_points=self.quadrature_points, progress=self.progress)
+        moments = None
         if ne is None:
+            key = (bool(self.normalize), self.time_scheme, int(self.quadrature_points))
+            moments = _moments if _moments is not None and _moments.matches(given, key) else None
+            if moments is None and self.quadrature_points >= 2:  # (one point: Hermite-dependent, not kept)
+                moments = data_moments(snapshots, time_scheme=self.time_scheme,
+                                       quadrature_points=self.quadrature_points, source=given,
+                                       normalize=self.normalize)
             ne = assemble_normal_equations(
                 snapshots, hermite, time_scheme=self.time_scheme,
-                quadrature_points=self.quadrature_points, progress=self.progress,
+                quadrature_points=self.quadrature_points, progress=self.progress, moments=moments,
             )
         raw = ne
         if self.estimate_beta and self.correct_noise:
+            if moments is not None and moments.noise_variance is False:  # kept for the refits, like the moments
+                moments.noise_variance = snapshot_noise_variance(snapshots)
             ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
-                                          quadrature_points=self.quadrature_points)
+                                          quadrature_points=self.quadrature_points,
+                                          variance=False if moments is None else moments.noise_variance)
         A = ne.xtx
         scale = np.trace(A) / A.shape[0]
         if not scale > 0:
@@ -307,7 +324,8 @@ class PotentialEstimator(FittedPotentialMixin):
             ``fixed``: ``1/beta`` given (from the block-averaged data)."""
             M = P * lam
             M += A
-            M += scale * np.outer(m, m)
+            for i in range(0, M.shape[0], 256):  # + scale m m^T by row blocks (no full-size temporaries)
+                M[i : i + 256] += scale * np.outer(m[i : i + 256], m)
             if not self.estimate_beta or fixed is not None:
                 gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}
@@ -358,6 +376,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.penalty_ = float(lam)
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = raw  # the data's sums (the posteriors rebuild the same from the data)
+        self._moments = moments  # for refits of the same data at other Hermite resolutions (uncertainty._basis)
         self.noise_correction_ = correction
         self.beta_coarsening_ = coarsening
         self.solver_ = "assembled"
@@ -365,6 +384,12 @@ class PotentialEstimator(FittedPotentialMixin):
         self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled",
                                         **({"beta_coarsening": coarsening} if self.estimate_beta else {}))
         return self
+
+    def __getstate__(self) -> dict:
+        """Pickled without the data moments (``_moments``: large, and tied to one snapshots object)."""
+        state = self.__dict__.copy()
+        state.pop("_moments", None)
+        return state
 
     def _settings(self, hermite, grid, ridge, selection, lam, solver, **more) -> dict:
         """``settings_``: the solver settings written into the result (attrs ``solver_<key>``)."""
@@ -429,6 +454,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.gcv_ = None
         self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
         self.normal_equations_ = None
+        self._moments = None
         self.noise_correction_ = getattr(ne, "correction", None)
         self.beta_coarsening_ = 1
         op.rhs = raw

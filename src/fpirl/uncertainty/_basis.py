@@ -75,7 +75,8 @@ def fewer_elements(elements, periodic: bool, k: int) -> tuple[int, ...] | None:
 
 def coarse_refit(inner, snapshots, elements=None):
     """The density estimator refitted with ``elements`` Hermite elements per axis (default
-    :func:`coarser_elements`; same data and settings), or None."""
+    :func:`coarser_elements`; same data and settings), or None. The refit re-uses the data moments of
+    ``inner`` (:class:`fpirl.weakform.assembly.DataMoments`) where ``snapshots`` are its data."""
 
     if not isinstance(inner, PotentialEstimator):
         return None
@@ -89,7 +90,9 @@ def coarse_refit(inner, snapshots, elements=None):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return PotentialEstimator(hermite_elements=coarse, **params).fit(snapshots)
+            # the data moments of the fine fit (same snapshots and settings) are not recomputed
+            return PotentialEstimator(hermite_elements=coarse, **params).fit(
+                snapshots, _moments=getattr(inner, "_moments", None))
     except FpirlInputError:
         return None
 

@@ -47,39 +47,13 @@ from ..core._threads import one_blas_thread
 from ..core.density import DensitySnapshots
 from ..core.grid import Axis
 from ..core.hermite import HermiteAxis, HermiteSpace
-from ..core._tensor import apply_along_axes
+from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core.quadrature import composite_rule, merged_breakpoints
+from ._moments import (  # noqa: F401 (re-exported)
+    MODE_RTOL, OFFSETS_S, _first_moment, _second_moment, _shift, _shift_nd, time_modes)
 from ._contraction import _symmetrised, _threaded, normal_matrix_contraction, placement_contraction  # noqa: F401 (re-exported)
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
-OFFSETS_S = (-2, -1, 0, 1, 2)  # n' - n for two density nodes under one test function
-
-
-def _shift(a: np.ndarray, shift: int, axis: int, periodic: bool) -> np.ndarray:
-    """``out[..., n, ...] = a[..., n - shift, ...]`` (wrapped, or zero-filled outside)."""
-    if periodic:
-        return np.roll(a, shift, axis=axis)
-    out = np.zeros_like(a)
-    n = a.shape[axis]
-    if abs(shift) >= n:
-        return out
-    src = [slice(None)] * a.ndim
-    dst = [slice(None)] * a.ndim
-    if shift >= 0:
-        src[axis], dst[axis] = slice(0, n - shift), slice(shift, n)
-    else:
-        src[axis], dst[axis] = slice(-shift, n), slice(0, n + shift)
-    out[tuple(dst)] = a[tuple(src)]
-    return out
-
-
-def _shift_nd(a: np.ndarray, shifts, periodic: bool, first_axis: int = 0) -> np.ndarray:
-    if periodic and len(shifts):
-        return np.roll(a, tuple(shifts), axis=tuple(range(first_axis, first_axis + len(shifts))))
-    for b, s in enumerate(shifts):
-        if s:
-            a = _shift(a, s, first_axis + b, False)
-    return a
 
 
 def hat_matrix(axis: Axis, x: np.ndarray, deriv: int = 0) -> np.ndarray:
@@ -197,86 +171,6 @@ def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndar
     return pbar, (values[1:] - values[:-1]) / dt
 
 
-def _padded_last(pbar: np.ndarray, periodic: bool, halo: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(Q, Qp)``: snapshots moved to the last axis, and the same padded by ``halo`` nodes per axis."""
-    d = pbar.ndim - 1
-    Q = np.ascontiguousarray(np.moveaxis(pbar, 0, -1))
-    Qp = np.pad(Q, [(halo, halo)] * d + [(0, 0)], mode="wrap" if periodic else "constant")
-    return Q, Qp
-
-
-def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: int, out: np.ndarray) -> None:
-    """``out[n_1, i_1, ..., n_d, i_d] = sum_k left[n, k] right[n + delta(i), k]`` for the offset indices ``i``.
-
-    ``left`` has shape ``(*shape, K)`` and ``right_padded`` the same padded by ``halo`` per axis;
-    ``offsets`` lists index tuples ``i`` with ``delta = i - halo``; ``out`` is in the interleaved
-    layout (the offset after the node, per axis) that the contractions read. The loop runs over
-    slices of the first axis, all offsets of one slice together, so that each product and the
-    slice of ``out`` it writes stay in cache (the snapshot axis is contiguous).
-    """
-    shape = left.shape[:-1]
-    d = len(shape)
-    sub = "".join(chr(ord("a") + b) for b in range(d - 1))
-    expr = f"{sub}k,{sub}k->{sub}"
-
-    def work(slices):
-        for a in slices:
-            la, oa = left[a], out[a]
-            for idx in offsets:
-                sl = (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
-                np.einsum(expr, la, right_padded[sl], out=oa[_interleaved_index(idx)])
-
-    _threaded(work, list(range(shape[0])))
-
-
-def _interleaved_index(idx) -> tuple:
-    """Index of the offsets ``idx`` in one first-axis slice ``(w, n_2, w, ..., n_d, w)`` of an interleaved array."""
-    return (idx[0],) + tuple(x for i in idx[1:] for x in (slice(None), i)) + (Ellipsis,)  # a view, also in 1-D
-
-
-def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
-    """Banded ``S[n_1, delta_1, ..., n_d, delta_d] = sum_k pbar_k[n] pbar_k[n + delta]``.
-
-    Half of the ``5^d`` offsets come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``,
-    slice by slice of the first axis (the slices ``n_1 - delta_1`` it reads are in cache).
-    Returned flattened per axis, ``(5 n_1, ..., 5 n_d)`` with the offset fastest, written in
-    place (no transposed copy).
-    """
-    d = pbar.ndim - 1
-    n5 = len(OFFSETS_S)
-    shape = pbar.shape[1:]
-    S = np.empty(tuple(x for n in shape for x in (n, n5)))
-    Q, Qp = _padded_last(pbar, periodic, 2)
-    half = [idx for idx in itertools.product(range(n5), repeat=d) if idx <= tuple(n5 - 1 - i for i in idx)]
-    _banded_products(Q, Qp, half, 2, S)
-    del Q, Qp
-    pairs = [(idx, tuple(n5 - 1 - i for i in idx)) for idx in half if tuple(n5 - 1 - i for i in idx) != idx]
-
-    def work(slices):
-        for a in slices:
-            for idx, mirror in pairs:
-                delta = tuple(OFFSETS_S[i] for i in idx)
-                src = a - delta[0]
-                dst = S[a][_interleaved_index(mirror)]
-                if not periodic and not 0 <= src < shape[0]:
-                    dst[...] = 0.0
-                else:
-                    dst[...] = _shift_nd(S[src % shape[0]][_interleaved_index(idx)], delta[1:], periodic)
-
-    _threaded(work, list(range(shape[0])))
-    return S.reshape(tuple(n * n5 for n in shape))
-
-
-def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
-    """Banded ``Z[j_1, l_1, ...] = sum_k h_k[j] pbar_k[j + l]``, flattened per axis to ``3 n_b``."""
-    d = pbar.ndim - 1
-    Z = np.empty(tuple(x for n in pbar.shape[1:] for x in (n, 3)))
-    _, Qp = _padded_last(pbar, periodic, 1)
-    H = np.ascontiguousarray(np.moveaxis(h, 0, -1))
-    _banded_products(H, Qp, list(itertools.product(range(3), repeat=d)), 1, Z)
-    return Z.reshape(tuple(n * 3 for n in pbar.shape[1:]))
-
-
 def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> list[AxisTables]:
     """One :class:`AxisTables` per axis of the FE grid and Hermite space."""
     if hermite.ndim != grid.ndim:
@@ -286,15 +180,135 @@ def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> lis
     return [axis_tables(fe, ha, quadrature_points) for fe, ha in zip(grid.axes, hermite.axes)]
 
 
+def fe_matrices(fe: Axis, quadrature_points: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """``(mass, stiffness)`` of the hat functions of one FE axis, ``int N_j N_n`` and ``int N_j' N_n'``,
+    by the composite Gauss-Legendre rule on the FE cells (exact from 2 points on: degree <= 2)."""
+    fe_breaks = fe.lower + fe.spacing * np.arange(fe.elements + 1)
+    x, w = composite_rule(fe_breaks, quadrature_points)
+    W0, W1 = hat_matrix(fe, x, 0), hat_matrix(fe, x, 1)
+    return (W0 * w[:, None]).T @ W0, (W1 * w[:, None]).T @ W1
+
+
+def _operators(tables) -> tuple[list, list]:
+    """Per axis the mass and stiffness matrices: from :class:`AxisTables` or ``(mass, stiffness)`` pairs."""
+    pairs = [(tb.mass, tb.stiffness) if isinstance(tb, AxisTables) else tb for tb in tables]
+    return [m for m, _ in pairs], [k for _, k in pairs]
+
+
 def diffusion_and_rate(values: np.ndarray, dt: float, tables, time_scheme: str):
-    """Return ``bar p``, ``g = M dot p`` and ``c = K bar p`` for all steps (nodal arrays)."""
+    """Return ``bar p``, ``g = M dot p`` and ``c = K bar p`` for all steps (nodal arrays).
+
+    ``tables``: one :class:`AxisTables` or ``(mass, stiffness)`` pair per axis. ``c = sum_a (K_a
+    kron M_{b != a}) bar p`` is one walk over the axes with two states (stiffness placed or not):
+    ``3 d - 2`` one-axis products instead of ``d^2``.
+    """
     pbar, pdot = time_pairs(values, dt, time_scheme)
+    mass, stiff = _operators(tables)
+    g = apply_along_axes(pdot, mass)
+    lead = pbar.ndim - len(mass)
+    none, one = pbar, None
+    for a, (m, k) in enumerate(zip(mass, stiff)):
+        last = a == len(mass) - 1
+        placed = apply_along_axis(none, lead + a, k)
+        if one is not None:
+            placed += apply_along_axis(one, lead + a, m)
+        none, one = (None if last else apply_along_axis(none, lead + a, m)), placed
+    return pbar, g, one
+
+
+@dataclass(eq=False)
+class DataMoments:
+    """The Hermite-independent part of the assembly: the banded moments of one data set.
+
+    ``A``, ``X^T g`` and ``X^T c`` of the normal equations are contractions of these with the 1-D
+    tables of a Hermite space (:func:`contract_moments`), so fits of the same snapshots at other
+    Hermite resolutions (the posterior's basis-error refits) reuse them (:func:`data_moments`).
+
+    Attributes
+    ----------
+    second : ndarray, ``(5 n_1, ..., 5 n_d)``
+        ``S[n, delta] = sum_k bar p_k[n] bar p_k[n + delta]`` (offset fastest per axis).
+    first_g, first_c : ndarray, ``(3 n_1, ..., 3 n_d)``
+        ``Z[j, l] = sum_k h_k[j] bar p_k[j + l]`` for ``h = g`` and ``h = c``.
+    gg, gc, cc : float
+    n_rows : int
+    source : object
+        The snapshots the moments were computed from (before normalisation), for :meth:`matches`.
+    settings : tuple
+        ``(normalize, time_scheme, quadrature_points)``.
+    noise_variance : NoiseVariance, None or False
+        The snapshot-noise variance of the data (:func:`fpirl.weakform.noise_bias.snapshot_noise_variance`)
+        once a fit with beta estimated has needed it; False before.
+    """
+
+    second: np.ndarray = field(repr=False)
+    first_g: np.ndarray = field(repr=False)
+    first_c: np.ndarray = field(repr=False)
+    gg: float
+    gc: float
+    cc: float
+    n_rows: int
+    source: object = field(repr=False, default=None)
+    settings: tuple = ()
+    noise_variance: object = field(repr=False, default=False)
+
+    def matches(self, source, settings) -> bool:
+        """Whether these are the moments of ``source`` (the same object) under ``settings``; the
+        moments never depend on the Hermite space when ``quadrature_points >= 2`` (:func:`data_moments`)."""
+        return self.source is source and tuple(settings) == tuple(self.settings) and settings[2] >= 2
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the moment arrays."""
+        return int(self.second.nbytes + self.first_g.nbytes + self.first_c.nbytes)
+
+
+def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", quadrature_points: int = 3,
+                 tables=None, source=None, normalize: bool = False) -> DataMoments:
+    """The banded data moments of :class:`DataMoments`.
+
+    Cost ``O(M 5^d n)``, ``M <= K`` the time modes of the data (:func:`time_modes`).
+
+    The mass and stiffness matrices come from the FE cells alone (:func:`fe_matrices`, exact), so the
+    moments do not depend on the Hermite space, except with one quadrature point, where they are
+    taken from ``tables`` (the merged FE/Hermite rule, as the 1-D tables). ``source`` and
+    ``normalize`` are recorded for :meth:`DataMoments.matches`.
+    """
+    grid = snapshots.grid
+    if quadrature_points >= 2 or tables is None:
+        ops = [fe_matrices(ax, max(int(quadrature_points), 2)) for ax in grid.axes]
+    else:
+        ops = tables
+    with one_blas_thread():
+        pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
+        gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
+        W, q = time_modes(pbar)
+        second = _second_moment(q, grid.periodic)
+        if W is not None:  # sum_k h_k pbar_k^T = sum_m (W^T h)_m q_m^T
+            g, c = (np.tensordot(W, h, axes=(0, 0)) for h in (g, c))
+        first_g = _first_moment(g, q, grid.periodic)
+        first_c = _first_moment(c, q, grid.periodic)
+    return DataMoments(second, first_g, first_c, gg=gg, gc=gc, cc=cc, n_rows=n_rows, source=source,
+                       settings=(bool(normalize), time_scheme, int(quadrature_points)))
+
+
+def contract_moments(moments: DataMoments, tables, progress=None) -> NormalEquations:
+    """The normal equations of the Hermite space of ``tables`` from the data moments (paper section 4.3)."""
     d = len(tables)
-    g = apply_along_axes(pdot, [tb.mass for tb in tables])
-    c = np.zeros_like(pbar)
-    for a in range(d):
-        c += apply_along_axes(pbar, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tables)])
-    return pbar, g, c
+    n_coef = int(np.prod([tb.hermite.n_dofs for tb in tables]))
+    with one_blas_thread():
+        # the contraction frees the moment it is given when that is the only reference: keep ours
+        X = normal_matrix_contraction(moments.second, [tb.v for tb in tables], progress)
+        # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
+        X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
+        # (the regrouped copy, or a view of the contraction's own result: either is free to overwrite)
+        A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(n_coef, n_coef))
+        del X
+        flat = [tb.t_flat for tb in tables]
+        xtg = placement_contraction(moments.first_g, flat, 1, progress).ravel()
+        xtc = placement_contraction(moments.first_c, flat, 1, progress).ravel()
+    return NormalEquations(xtx=A, xtg=xtg, xtc=xtc, gg=moments.gg, gc=moments.gc, cc=moments.cc,
+                           n_rows=moments.n_rows)
 
 
 def assemble_normal_equations(
@@ -304,43 +318,23 @@ def assemble_normal_equations(
     time_scheme: str = "midpoint",
     quadrature_points: int = 3,
     progress: bool = False,
+    moments: DataMoments | None = None,
 ) -> NormalEquations:
     """Assemble the normal equations of eq. vsi_regression by sum factorisation.
 
     Implements the residual of eqs. fokker_planck_residual_1 / fokker_planck_residual_y summed
-    over all hat test functions and time steps. Cost: ``O(K 5^d n)`` for the data moments plus
-    about ``9 d`` GEMMs with 1-D matrices; memory ``O(5^d n + n_coef^2)``.
+    over all hat test functions and time steps. Cost: ``O(K 5^d n)`` for the data moments
+    (:func:`data_moments`; not recomputed when ``moments`` of the same snapshots are given) plus
+    about ``9 d`` GEMMs with 1-D matrices (:func:`contract_moments`); memory ``O(5^d n + n_coef^2)``.
     """
     grid = snapshots.grid
     tables = build_tables(grid, hermite, quadrature_points)
     d = grid.ndim
-    steps = 3 + d + 2 * d
     # every BLAS call here is small (batched 1-D matrices) or runs in our own two threads: one BLAS
     # thread each (OpenBLAS's threads on small products cost more than they give, above all on busy cores)
-    with tqdm(total=steps, desc="assemble", disable=not progress, leave=False) as bar, \
-            one_blas_thread():
-        pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, tables, time_scheme)
+    with tqdm(total=1 + 3 * d, desc="assemble", disable=not progress, leave=False) as bar:
+        if moments is None:
+            moments = data_moments(snapshots, time_scheme=time_scheme, quadrature_points=quadrature_points,
+                                   tables=tables)
         bar.update(1)
-        bar.update(1)
-        X = normal_matrix_contraction(_second_moment(pbar, grid.periodic), [tb.v for tb in tables], bar)
-        # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
-        X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
-        # (the regrouped copy, or a view of the contraction's own result: either is free to overwrite)
-        A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(
-            hermite.n_coef, hermite.n_coef))
-        del X
-        Zg = _first_moment(g, pbar, grid.periodic)
-        Zc = _first_moment(c, pbar, grid.periodic)
-        bar.update(1)
-        flat = [tb.t_flat for tb in tables]
-        xtg = placement_contraction(Zg, flat, 1, bar).ravel()
-        xtc = placement_contraction(Zc, flat, 1, bar).ravel()
-    return NormalEquations(
-        xtx=A,
-        xtg=xtg,
-        xtc=xtc,
-        gg=float(np.vdot(g, g)),
-        gc=float(np.vdot(g, c)),
-        cc=float(np.vdot(c, c)),
-        n_rows=int(g.size),
-    )
+        return contract_moments(moments, tables, bar)

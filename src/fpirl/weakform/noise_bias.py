@@ -279,15 +279,16 @@ class CorrectedNormalEquations(NormalEquations):
 
 
 def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_scheme: str = "midpoint",
-                             quadrature_points: int = 3) -> NormalEquations:
+                             quadrature_points: int = 3, variance=False) -> NormalEquations:
     """``ne`` minus the expected snapshot-noise terms of its gamma blocks (corrected least squares).
 
     Returns ``ne`` unchanged when it is already corrected or the variance cannot be estimated
-    (:func:`snapshot_noise_variance`).
+    (:func:`snapshot_noise_variance`). ``variance``: the result of :func:`snapshot_noise_variance`
+    for ``source`` when already known (a :class:`NoiseVariance` or None), estimated here by default.
     """
     if isinstance(ne, CorrectedNormalEquations):
         return ne
-    var = snapshot_noise_variance(source)
+    var = snapshot_noise_variance(source) if variance is False else variance
     if var is None:
         return ne
     tables = build_tables(source.grid, hermite, quadrature_points)
