@@ -87,7 +87,7 @@ def test_refit_reuses_the_moments_and_equals_a_fresh_fit(rng, monkeypatch, estim
             fine.beta_coarsening_ if estimate_beta else None)).fit(s)
         calls, var_calls = [], []
         real = assembly.data_moments
-        monkeypatch.setattr("fpirl.estimators.identify.data_moments", lambda *a, **k: calls.append(1) or real(*a, **k))
+        monkeypatch.setattr("fpirl.weakform.assembly.data_moments", lambda *a, **k: calls.append(1) or real(*a, **k))
         real_var = noise_bias.snapshot_noise_variance
         monkeypatch.setattr("fpirl.estimators.identify.snapshot_noise_variance",
                             lambda *a: var_calls.append(1) or real_var(*a))

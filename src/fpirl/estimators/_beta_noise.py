@@ -131,3 +131,17 @@ def coarse_beta(est, snapshots: DensitySnapshots, elements, share: float):
     except FpirlInputError:
         return None
     return float(fit.beta_), block * int(fit.beta_coarsening_)
+
+
+def check_estimated_beta(gamma: float, identifiability: float) -> None:
+    """An estimated ``1/beta`` must be positive; warn when the data hardly constrain it."""
+    if not gamma > 0:
+        raise FpirlInputError(
+            f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
+            "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
+        )
+    if identifiability < 1e-6:
+        warnings.warn(
+            "beta is poorly identified by these data (they may start near equilibrium); "
+            "consider fixing beta", RuntimeWarning, stacklevel=4,
+        )

@@ -31,9 +31,9 @@ from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
-from ..weakform.assembly import DataMoments, NormalEquations, assemble_normal_equations, data_moments
+from ..weakform.assembly import DataMoments, NormalEquations, assemble_normal_equations, reusable_moments
 from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
-from ._beta_noise import check_block, coarse_beta, noise_leaves_beta_open, noise_share
+from ._beta_noise import check_block, check_estimated_beta, coarse_beta, noise_leaves_beta_open, noise_share
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -67,20 +67,6 @@ def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:
     """Memory estimate of the assembled path: the banded moment and its contraction states
     (``~3 x 5^d`` numbers per node) and a few dense ``n_coef x n_coef`` matrices."""
     return 8.0 * (3 * 5**grid.ndim * grid.size + 4 * float(hermite.n_coef) ** 2)
-
-
-def _check_estimated_beta(gamma: float, identifiability: float) -> None:
-    """An estimated ``1/beta`` must be positive; warn when the data hardly constrain it."""
-    if not gamma > 0:
-        raise FpirlInputError(
-            f"estimated 1/beta = {gamma:.3g} is not positive: the data do not determine beta "
-            "(beta is identified only by transients; data at equilibrium cannot fix it) - give --beta"
-        )
-    if identifiability < 1e-6:
-        warnings.warn(
-            "beta is poorly identified by these data (they may start near equilibrium); "
-            "consider fixing beta", RuntimeWarning, stacklevel=4,
-        )
 
 
 class PotentialEstimator(FittedPotentialMixin):
@@ -293,12 +279,8 @@ class PotentialEstimator(FittedPotentialMixin):
                                              quadrature_points=self.quadrature_points, progress=self.progress)
         moments = None
         if ne is None:
-            key = (bool(self.normalize), self.time_scheme, int(self.quadrature_points))
-            moments = _moments if _moments is not None and _moments.matches(given, key) else None
-            if moments is None and self.quadrature_points >= 2:  # (one point: Hermite-dependent, not kept)
-                moments = data_moments(snapshots, time_scheme=self.time_scheme,
-                                       quadrature_points=self.quadrature_points, source=given,
-                                       normalize=self.normalize)
+            moments = reusable_moments(_moments, given, snapshots, normalize=self.normalize,
+                                       time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
             ne = assemble_normal_equations(
                 snapshots, hermite, time_scheme=self.time_scheme,
                 quadrature_points=self.quadrature_points, progress=self.progress, moments=moments,
@@ -360,7 +342,7 @@ class PotentialEstimator(FittedPotentialMixin):
                 ne, corrected = raw, ne
                 correction = {**correction, "gamma_shift": gamma - solve(lam)[1]}
                 ne = corrected
-            _check_estimated_beta(gamma, identifiability)
+            check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = raw.xtg + gamma * raw.xtc
         hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc
@@ -442,7 +424,7 @@ class PotentialEstimator(FittedPotentialMixin):
         identifiability = None
         if self.estimate_beta:
             identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
-            _check_estimated_beta(gamma, identifiability)
+            check_estimated_beta(gamma, identifiability)
         coef = hermite.remove_mean(theta)
         b = raw.xtg + gamma * raw.xtc
         hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc

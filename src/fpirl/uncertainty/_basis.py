@@ -42,7 +42,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import scipy.optimize
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
@@ -167,7 +166,11 @@ def observed_order(counts, gammas, floor: float = BASIS_ORDER) -> float:
         return float(floor)
     if ratio >= _difference_ratio(counts, MAX_ORDER):
         return float(MAX_ORDER)
-    return float(scipy.optimize.brentq(lambda p: _difference_ratio(counts, p) - ratio, floor, MAX_ORDER, xtol=1e-6))
+    lo, hi = float(floor), MAX_ORDER  # bisection on the increasing ratio: 40 halvings, |error| < 64 / 2^40
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _difference_ratio(counts, mid) < ratio else (lo, mid)
+    return 0.5 * (lo + hi)
 
 
 def richardson(fine: float, coarse: float, ratio: float, order: float) -> float:

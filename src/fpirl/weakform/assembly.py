@@ -292,6 +292,20 @@ def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", 
                        settings=(bool(normalize), time_scheme, int(quadrature_points)))
 
 
+def reusable_moments(given: DataMoments | None, source, snapshots: DensitySnapshots, *, normalize: bool,
+                     time_scheme: str, quadrature_points: int) -> DataMoments | None:
+    """``given`` when it holds the moments of ``source`` (the caller's snapshots object, before
+    normalisation) under these settings, else fresh :func:`data_moments` of ``snapshots`` (the data
+    as fitted); None with one quadrature point (moments that depend on the Hermite space)."""
+    key = (bool(normalize), time_scheme, int(quadrature_points))
+    if given is not None and given.matches(source, key):
+        return given
+    if quadrature_points < 2:
+        return None
+    return data_moments(snapshots, time_scheme=time_scheme, quadrature_points=quadrature_points, source=source,
+                        normalize=normalize)
+
+
 def contract_moments(moments: DataMoments, tables, progress=None) -> NormalEquations:
     """The normal equations of the Hermite space of ``tables`` from the data moments (paper section 4.3)."""
     d = len(tables)
