@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, Grid, PotentialEstimator
-from fpirl.uncertainty import _batched
+from fpirl.uncertainty import _batched, _many_modes
 from fpirl.uncertainty._batched import BatchedDraws, draw_vectors
 from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
 from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
@@ -47,9 +47,13 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
     # one draw per batch / all draws in one batch; the band of b per test node / per data node
     # (the small-mode bands' shifts on two threads, one row of axis 0 per elementwise pass, in the last)
     # (in double precision; the default single-precision band blocks in the last, to their rounding)
+    # many-mode path (small = 0): slabs of one row and chunks of one draw on two threads when chunk = 1
     for batch_bytes, small, threads, chunk, single in ((1, 8, 1 << 18, 1 << 20, False), (1 << 28, 8, 1 << 18, 1 << 20, False),
                                                        (1 << 28, 0, 1 << 18, 1 << 20, False), (1 << 28, 8, 0, 1, False),
-                                                       (1 << 28, 8, 1 << 18, 1 << 20, True)):
+                                                       (1 << 28, 8, 1 << 18, 1 << 20, True), (1 << 28, 0, 0, 1, False),
+                                                       (1 << 28, 0, 1 << 18, 1 << 20, True)):
+        monkeypatch.setattr(_many_modes, "SLAB_BYTES", 1 if chunk == 1 else 1 << 26)
+        monkeypatch.setattr(_many_modes, "BAND_BYTES", 1 if chunk == 1 else 1 << 25)
         monkeypatch.setattr(_batched, "BATCH_BYTES", batch_bytes)
         monkeypatch.setattr(_batched, "SMALL_MODES", small)
         monkeypatch.setattr(_batched, "_THREAD_MIN_SIZE", threads)

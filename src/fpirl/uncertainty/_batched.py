@@ -56,6 +56,7 @@ from ..core._threads import one_blas_thread
 from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
+from ._many_modes import ManyModeWalk
 from ._reduced_noise import ReducedNoise
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
@@ -64,8 +65,6 @@ COMPRESS_RTOL = 1e-13
 BATCH_BYTES = 3 << 28
 #: Residual modes up to which the band of ``b`` is formed per test node (else per data node, a GEMM).
 SMALL_MODES = 8
-#: Memory for the stacked ``3^d`` data views of one slab of nodes.
-_SLAB_BYTES = 1 << 25
 #: Precision of the band blocks and their adjoint walk (:meth:`BatchedDraws._walk_small`): single
 #: precision halves the memory traffic and doubles the SIMD width, rounding about 1e-7 of the
 #: vectors (measured, 4-D), far below their Monte Carlo error ``1 / sqrt(2 S)``.
@@ -218,54 +217,6 @@ class BatchedDraws:
         P = res._pad(qbar)
         return r + np.moveaxis(res.xi_theta(P), -1, 0)
 
-    # --- one batch ----------------------------------------------------------------------
-    def _views(self, P, lo, hi, sign):
-        """``P[j + sign (l - 1)]`` for rows ``lo:hi`` of the first axis, stacked: ``(rows, *rest, m, 3^d)``."""
-        out = np.empty((hi - lo,) + self.shape[1:] + (P.shape[-1], len(self.shifts)))
-        for f, idx in enumerate(self.shifts):
-            o = [1 + sign * (i - 1) for i in idx]
-            sl = (slice(lo + o[0], hi + o[0]),) + tuple(slice(oi, oi + n) for oi, n in zip(o[1:], self.shape[1:]))
-            out[..., f] = P[sl]
-        return out
-
-    def _bands(self, rho: np.ndarray, ebar: np.ndarray):
-        """``(W_u, W_b)``, each ``(S, *grid, 3^d)`` (test node major), for a batch of draws (``ebar``
-        projected on the residual modes). ``W_b`` per test node (few residual modes: the shifted
-        noise stacked, times the ``M_r`` residual values) or per data node (a GEMM with the shifted
-        residuals, then moved to the test nodes)."""
-        S = rho.shape[0]
-        nl = 3**self.d
-        by_test = self.Mr <= SMALL_MODES
-        Wu = np.empty((S,) + self.shape + (nl,))
-        Wb = np.zeros_like(Wu) if by_test else np.empty(self.shape + (S, nl))
-        rhoT = np.moveaxis(rho, 0, -1)  # (M, *grid, S)
-        ebT = np.moveaxis(ebar, 0, -1)  # (M_r, *grid, S)
-        if by_test:
-            Pe = _pad_grid(np.moveaxis(ebar, (0, 1), (-2, -1)).reshape(self.shape + (-1,)), self.d, self.periodic)
-        row = 8 * nl * int(np.prod(self.shape[1:]))
-        slab = int(max(1, _SLAB_BYTES // (row * max(self.M, self.Mr * (S + 1) if by_test else self.Mr))))
-        for lo in range(0, self.shape[0], slab):
-            hi = min(self.shape[0], lo + slab)
-            Q = self._views(self.Pq, lo, hi, 1)  # (rows, *rest, M, nl)
-            a = np.moveaxis(rhoT[:, lo:hi], 0, -1)  # (rows, *rest, S, M)
-            Wu[:, lo:hi] = np.moveaxis(np.matmul(a, Q), -2, 0)
-            if by_test:  # W_b[s, j, l] = sum_m r_m[j] e_m[s, j + l]
-                E = self._views(Pe, lo, hi, 1).reshape((hi - lo,) + self.shape[1:] + (S, self.Mr, nl))
-                acc = np.zeros((hi - lo,) + self.shape[1:] + (S, nl))
-                for m in range(self.Mr):
-                    acc += E[..., m, :] * self.rc[lo:hi, ..., m][..., None, None]
-                Wb[:, lo:hi] = np.moveaxis(acc, -2, 0)
-            else:  # by data node n = j + l: W[s, n, l] = sum_m e_m[s, n] r_m[n - l]
-                R = self._views(self.Pr, lo, hi, -1)  # (rows, *rest, M_r, nl)
-                Wb[lo:hi] = np.matmul(np.moveaxis(ebT[:, lo:hi], 0, -1), R)
-        if not by_test:  # the data node n = j + l carries the entry of test node j
-            Pb = _pad_grid(Wb, self.d, self.periodic)
-            Wb = np.empty_like(Wu)
-            for f, idx in enumerate(self.shifts):
-                sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
-                Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
-        return Wu, Wb
-
     def _walk_small(self, rho: np.ndarray, ebar: np.ndarray, n_u: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(adj(W_u + W_b), adj(W_u))`` of a batch of draws (``(S, n_coef)`` and the first ``n_u`` draws)
         when ``M`` and ``M_r`` are at most :data:`SMALL_MODES`, the band never formed in full.
@@ -351,12 +302,6 @@ class BatchedDraws:
             x1, done = n1, done * M0.shape[0]
         return x1.reshape(S, self.op.hermite.n_coef)
 
-    def _adjoint(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walk of a test-node-major band ``(*grid, 3^d)``, to the interleaved layout first."""
-        d = self.d
-        x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
-        return self.op._adjoint(np.ascontiguousarray(x)).ravel()
-
     def batch_vectors(self, noises, n_u: int = 0, mixed=None):
         """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
         (``nx = n_coef + [gamma]``); or of their time mixes ``mixed`` ``(S, 2M + M_r, *grid)`` (then
@@ -398,14 +343,12 @@ class BatchedDraws:
         if max(self.M, self.Mr) <= SMALL_MODES:
             ub, u = self._walk_small(rho, ebar, U.shape[1])
             UB[:n], U[:n] = ub.T, u.T
-        else:
-            Wu, Wb = self._bands(rho, ebar)
-            for s in range(U.shape[1]):
-                U[:n, s] = self._adjoint(Wu[s])
-            Wu += Wb
-            del Wb
-            for s in range(S):
-                UB[:n, s] = self._adjoint(Wu[s])
+        else:  # many modes: per slab of nodes, all draws (fpirl.uncertainty._many_modes)
+            if getattr(self, "_many", None) is None or self._many.dtype != BAND_DTYPE:
+                self._many = ManyModeWalk(self.Pq, self.Pr, self.op._T, self.shape, self.periodic, BAND_DTYPE)
+            u, b = self._many(rho, ebar)
+            U[:n] = u[: U.shape[1]].T
+            UB[:n] = (u + b).T
         del rho, ebar
         if self.estimated:
             UB[n] = ug + bg
