@@ -52,7 +52,6 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
                                                        (1 << 28, 0, 1 << 18, 1 << 20, False), (1 << 28, 8, 0, 1, False),
                                                        (1 << 28, 8, 1 << 18, 1 << 20, True), (1 << 28, 0, 0, 1, False),
                                                        (1 << 28, 0, 1 << 18, 1 << 20, True)):
-        monkeypatch.setattr(_many_modes, "SLAB_BYTES", 1 if chunk == 1 else 1 << 26)
         monkeypatch.setattr(_many_modes, "BAND_BYTES", 1 if chunk == 1 else 1 << 25)
         monkeypatch.setattr(_batched, "BATCH_BYTES", batch_bytes)
         monkeypatch.setattr(_batched, "SMALL_MODES", small)

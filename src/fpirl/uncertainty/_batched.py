@@ -17,11 +17,14 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``1e-13 λ_max`` dropped, as in the matrix-free path's compression), ``bar p_k = Σ_m V_km q_m``
   and ``Σ_k r_k(e) ⊗ shift(bar p_k) = Σ_m ρ_m ⊗ shift(q_m)`` with
   ``ρ_m = R_+ (Σ_k V_km e_{k+1}) + R_- (Σ_k V_km e_k)``: the noise is summed over time first and
-  only ``M`` residuals per draw are formed (``M`` the number of modes; used when ``2M < K + 1``);
+  only ``M`` residuals per draw are formed (``M`` the number of modes; used when ``2M < K + 1``;
+  otherwise the ``K`` residuals of a draw are projected on the modes, ``ρ_m = Σ_k V_km r_k``, when
+  there are fewer modes than pairs);
 * **one contraction for all draws of a batch**: per test node ``j`` the band of ``u`` is the GEMM
   ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
   the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
-  (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
+  (:mod:`fpirl.uncertainty._many_modes`: per slab of nodes, the data side gathered once for all draws
+  of the batch, the adjoint walk run on the slab's band at once);
 * with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._walk_small`) the band is
   never formed in full: per shift ``l'`` of the axes after the first, the three bands ``(l_0, l')``
   of all draws are formed into a small block by one elementwise product per mode (a few rows of
@@ -63,7 +66,12 @@ from ._reduced_noise import ReducedNoise
 COMPRESS_RTOL = 1e-13
 #: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
 BATCH_BYTES = 3 << 28
-#: Residual modes up to which the band of ``b`` is formed per test node (else per data node, a GEMM).
+#: Memory for the arrays of one batch of draws with many modes (the walk's slabs take the gathered data
+#: side once per batch; measured 4-D ``15^4``, 49 modes: 13 draws a batch, 20 s and 1.95 GB for the fit,
+#: against 40 draws, 23 s and 2.45 GB).
+MANY_BATCH_BYTES = 1 << 28
+#: Modes (``M`` and ``M_r``) up to which the bands are formed by elementwise products (:meth:`BatchedDraws._walk_small`);
+#: above, per node by GEMMs (:mod:`fpirl.uncertainty._many_modes`).
 SMALL_MODES = 8
 #: Precision of the band blocks and their adjoint walk (:meth:`BatchedDraws._walk_small`): single
 #: precision halves the memory traffic and doubles the SIMD width, rounding about 1e-7 of the
@@ -134,7 +142,10 @@ class BatchedDraws:
         lam, vec = scipy.linalg.eigh(flat @ flat.T)
         keep = lam > COMPRESS_RTOL * lam[-1]
         self.compressed = 2 * int(np.count_nonzero(keep)) < self.K + 1
-        if self.compressed:
+        # not compressed (the noise is drawn per snapshot) but fewer modes than pairs: the residuals of
+        # a draw projected on the modes, r_m = sum_k V_km r_k (fewer modes in the many-mode bands)
+        self.Vp = vec[:, keep] if not self.compressed and np.count_nonzero(keep) < self.K else None
+        if self.compressed or self.Vp is not None:
             self.V = vec[:, keep]  # (K, M)
             q = np.tensordot(self.V, pbar, axes=(0, 0))
             cq = np.tensordot(self.V, c, axes=(0, 0))
@@ -157,9 +168,6 @@ class BatchedDraws:
             tabs = op.tables
             self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
                              for a in range(self.d))
-        n = int(np.prod(self.shape))
-        per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
-        self.batch = int(max(1, BATCH_BYTES // per_draw))
         # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
         # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
         Tb, Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
@@ -172,6 +180,14 @@ class BatchedDraws:
         if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + 1 and self.Wr is not None:
             # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
             self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
+        n = int(np.prod(self.shape))
+        if max(self.M, self.Mr) <= SMALL_MODES:
+            per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
+        else:  # the residual modes and averaged noise of a draw (and its noise and time mixes when mixed)
+            per_draw = n * (np.dtype(BAND_DTYPE).itemsize * (self.M + self.Mr)
+                            + (8 * (self.K + 1 + self.mix.shape[0]) if self.mix is not None else 0))
+        self.batch = int(max(1, (BATCH_BYTES if max(self.M, self.Mr) <= SMALL_MODES
+                                 else min(BATCH_BYTES, MANY_BATCH_BYTES)) // per_draw))
         self._buffers = {}
 
     def reduced_noise(self, model, normalize):
@@ -183,11 +199,11 @@ class BatchedDraws:
                                                              self.op.grid.node_weights()))
         return self.reduced[1]
 
-    def _buffer(self, name, shape):
+    def _buffer(self, name, shape, dtype=float):
         """A work array kept from batch to batch (fresh large arrays cost a page fault per page)."""
         buf = self._buffers.get(name)
-        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
-            buf = self._buffers[name] = np.empty(shape)
+        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0] or buf.dtype != dtype:
+            buf = self._buffers[name] = np.empty(shape, dtype)
         return buf[: shape[0]]
 
     # --- noise --------------------------------------------------------------------------
@@ -210,7 +226,26 @@ class BatchedDraws:
         return out
 
     def _residual(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
-        """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``."""
+        """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``: the stack
+        split between two threads, one BLAS thread each (thin one-axis products: measured 4-D, 49 pairs
+        of ``15^4``, 0.48 s on two BLAS threads, 0.14 s on one, 0.07 s split between two threads)."""
+        m = qbar.shape[0]
+        if m < 2:
+            return self._residual_one(qbar, qdot)
+        if self.res._csr is None:  # the sparse band of Xi(.) theta built before the threads
+            self.res.xi_theta(self.res._pad(qbar[:1]))
+        out = np.empty(qbar.shape)
+
+        def work(parts):
+            for sl in parts:
+                out[sl] = self._residual_one(qbar[sl], qdot[sl])
+
+        with one_blas_thread():
+            _threaded(work, [slice(0, m // 2), slice(m // 2, m)])
+        return out
+
+    def _residual_one(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
+        """:meth:`_residual` on one thread."""
         res, op = self.res, self.op
         r = apply_along_axes(qdot, [tb.mass for tb in op.tables])
         r += res.gamma * mass_and_stiffness(qbar, op.tables, need_mass=False)[1]
@@ -307,8 +342,9 @@ class BatchedDraws:
         (``nx = n_coef + [gamma]``); or of their time mixes ``mixed`` ``(S, 2M + M_r, *grid)`` (then
         ``noises`` is not used)."""
         S = len(noises) if mixed is None else mixed.shape[0]
-        rho = self._buffer("rho", (S, self.M) + self.shape)
-        ebar = self._buffer("ebar", (S, self.Mr) + self.shape)
+        # in the precision of the band walks (the gamma rows from the double-precision values)
+        rho = self._buffer("rho", (S, self.M) + self.shape, BAND_DTYPE)
+        ebar = self._buffer("ebar", (S, self.Mr) + self.shape, BAND_DTYPE)
         ug, bg = np.zeros(S), np.zeros(S)
         dt, scheme = self.op.source.dt, self.res.scheme
         for s, e in enumerate(noises if self.mix is None else ()):
@@ -317,11 +353,14 @@ class BatchedDraws:
             if self.compressed:
                 pair = np.stack([np.tensordot(self.V, e[:-1], axes=(0, 0)), np.tensordot(self.V, e[1:], axes=(0, 0))])
                 qb, qd = time_pairs(pair, dt, scheme)
-                rho[s] = self._residual(qb[0], qd[0])
+                r = self._residual(qb[0], qd[0])
             else:
-                rho[s] = self._residual(eb, ed)
+                r = self._residual(eb, ed)
+                if self.Vp is not None:
+                    r = np.tensordot(self.Vp, r, axes=(0, 0))
+            rho[s] = r
             if self.estimated:
-                ug[s] = float(np.vdot(self.cq, rho[s]))
+                ug[s] = float(np.vdot(self.cq, r))
                 bg[s] = float(np.vdot(eb, self.crhat))
         if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
             given = mixed is not None
@@ -330,13 +369,14 @@ class BatchedDraws:
             mixed = mixed.reshape(S, self.mix.shape[0], -1)
             M = self.M
             ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
-            rho[:] = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
-                                    mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape(rho.shape)
+            r = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
+                               mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape((S,) + rho.shape[1:])
+            rho[:] = r
             for s in range(S):
                 if self.estimated:
-                    ug[s] = float(np.vdot(self.cq, rho[s]))
-                    bg[s] = float(np.vdot(ebar[s], self.crc) if given else np.vdot(noises[s], self.ce))
-            del mixed
+                    ug[s] = float(np.vdot(self.cq, r[s]))
+                    bg[s] = float(np.vdot(mixed[s, 2 * M:], self.crc) if given else np.vdot(noises[s], self.ce))
+            del mixed, r
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
@@ -356,6 +396,21 @@ class BatchedDraws:
         return UB, U
 
 
+class _Lazy:
+    """``count`` noise draws (:meth:`BatchedDraws.noise_into`) drawn into one buffer as they are iterated."""
+
+    def __init__(self, bd, count, model, normalize, rng):
+        self.bd, self.count, self.args = bd, count, (model, normalize, rng)
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        buf = self.bd._buffer("noise", (1,) + self.bd.pfull.shape)[0]
+        for _ in range(self.count):
+            yield self.bd.noise_into(buf, *self.args)
+
+
 def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None):
     """``(UB, U)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`: ``UB = u + b`` of
     ``n_draws`` draws ``(nx, n_draws)`` and ``U = u`` of the first ``n_u`` draws (``bd``: a
@@ -370,7 +425,9 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
             noises, mixed = (), None
-            if reduced is None:  # every normal number of the draws
+            if reduced is None and bd.mix is None:  # every normal number, one draw at a time, as it is used
+                noises = _Lazy(bd, stop - start, model, normalize, rng)
+            elif reduced is None:  # every normal number of the draws
                 noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
                 for e in noises:
                     bd.noise_into(e, model, normalize, rng)
@@ -379,4 +436,5 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
             UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
+    bd._buffers.clear()  # the batch's work arrays: not held through the caller's next steps
     return UB, U

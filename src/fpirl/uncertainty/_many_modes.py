@@ -38,9 +38,7 @@ import numpy as np
 from ..core._tensor import apply_along_axis
 from ..core._threads import one_blas_thread
 
-#: Bytes of the gathered data side of one slab of rows (per thread).
-SLAB_BYTES = 1 << 26
-#: Bytes of the band of one chunk of draws of a slab (per thread).
+#: Bytes of the band and the node-major draws of one slab of rows and chunk of draws (per thread).
 BAND_BYTES = 1 << 25
 #: Threads the slabs are split between.
 THREADS = 2
@@ -89,16 +87,15 @@ class ManyModeWalk:
         # the matrices relabelled by data node, for W_b
         self.Tb = [[data_node_columns(M, n, periodic).astype(dtype) for M in pair] for pair, n in zip(T, shape)]
 
-    def _gather(self, side: int, lo: int, hi: int) -> np.ndarray:
-        """``P[j + sign (l - 1)]`` for the nodes of rows ``lo:hi`` (sign ``+1`` for ``q``, ``-1`` for ``r̂``):
-        ``(rows * prod(rest), 3^d, m)``."""
-        P, sign = self.P[side], 1 - 2 * side
-        out = np.empty((hi - lo,) + self.shape[1:] + (len(self.shifts), P.shape[-1]), self.dtype)
+    def _gather(self, side: int, lo: int, hi: int, c0: int, c1: int) -> np.ndarray:
+        """``P[j + sign (l - 1)]`` for the nodes of rows ``lo:hi`` of axis 0 and ``c0:c1`` of axis 1 (sign
+        ``+1`` for ``q``, ``-1`` for ``r̂``): ``(rows, c1 - c0, *rest, 3^d, m)``, contiguous runs of ``m``."""
+        P, sign, shape = self.P[side], 1 - 2 * side, self.shape
+        box = [(lo, hi)] + ([(c0, c1)] if self.d > 1 else []) + [(0, n) for n in shape[2:]]
+        out = np.empty(tuple(e - b for b, e in box) + (len(self.shifts), P.shape[-1]), self.dtype)
         for f, idx in enumerate(self.shifts):
-            o = [1 + sign * (i - 1) for i in idx]
-            sl = (slice(lo + o[0], hi + o[0]),) + tuple(slice(oi, oi + n) for oi, n in zip(o[1:], self.shape[1:]))
-            out[..., f, :] = P[sl]
-        return out.reshape(-1, len(self.shifts), P.shape[-1])
+            out[..., f, :] = P[tuple(slice(b + 1 + sign * (i - 1), e + 1 + sign * (i - 1)) for (b, e), i in zip(box, idx))]
+        return out
 
     def _walk_slab(self, W: np.ndarray, T, lo: int, hi: int) -> np.ndarray:
         """The adjoint walk of the band ``W`` ``(rows * rest, S, 3^d)`` of rows ``lo:hi``: ``(S, n_dofs_0, rest dofs)``."""
@@ -127,23 +124,32 @@ class ManyModeWalk:
         R0 = int(np.prod(shape[1:], dtype=np.int64))
         item = np.dtype(self.dtype).itemsize
         m = max(P.shape[-1] for P in self.P)
-        rows = int(min(shape[0], max(1, SLAB_BYTES // (item * R0 * len(self.shifts) * m))))
+        per_row = item * R0 * (len(self.shifts) + m)  # the band and the node-major draws, per draw
+        rows = int(min(shape[0], max(1, BAND_BYTES // (per_row * S))))
         slabs = [(lo, min(shape[0], lo + rows)) for lo in range(0, shape[0], rows)]
-        chunk = int(max(1, BAND_BYTES // (item * rows * R0 * len(self.shifts))))
+        chunk = int(max(1, BAND_BYTES // (per_row * rows)))
         data = (rho, ebar)
         parts = []
+
+        # nodes of a slab: (rows, n_1, rest); the data side gathered per row of axis 1 (in cache), for a
+        # chunk of draws at once
+        n1 = shape[1] if self.d > 1 else 1
+        sub = (shape[0], n1, R0 // n1)
 
         def work(part):
             acc = None
             for lo, hi in part:
                 for side, T in ((0, self.T), (1, self.Tb)):
-                    G = self._gather(side, lo, hi).transpose(0, 2, 1)  # (nodes, m, 3^d)
                     X = data[side]
                     for a in range(0, S, chunk):
                         b = min(S, a + chunk)
-                        A = X[a:b, :, lo:hi].reshape(b - a, X.shape[1], -1)
-                        A = np.ascontiguousarray(A.transpose(2, 0, 1), dtype=self.dtype)  # (nodes, s, m)
-                        y = self._walk_slab(np.matmul(A, G), T, lo, hi)
+                        A = X[a:b, :, lo:hi].reshape((b - a, X.shape[1], hi - lo) + sub[1:])
+                        A = np.ascontiguousarray(A.transpose(2, 3, 4, 0, 1), dtype=self.dtype)  # (rows, n_1, R, s, m)
+                        W = np.empty(A.shape[:-1] + (len(self.shifts),), self.dtype)
+                        for c in range(n1):
+                            G = self._gather(side, lo, hi, c, c + 1).reshape((hi - lo, 1, sub[2]) + W.shape[-1:] + (-1,))
+                            np.matmul(A[:, c:c + 1], G.swapaxes(-1, -2), out=W[:, c:c + 1])
+                        y = self._walk_slab(W.reshape(-1, b - a, W.shape[-1]), T, lo, hi)
                         if acc is None:
                             acc = np.zeros((2, S) + y.shape[1:])
                         acc[side, a:b] += y
