@@ -232,9 +232,8 @@ class BatchedDraws:
         m = qbar.shape[0]
         if m < 2:
             return self._residual_one(qbar, qdot)
-        if self.res._csr is None:  # the sparse band of Xi(.) theta built before the threads
-            self.res.xi_theta(self.res._pad(qbar[:1]))
-        out = np.empty(qbar.shape)
+        self._residual_ops()  # built before the threads
+        out = np.empty(qbar.shape, BAND_DTYPE)
 
         def work(parts):
             for sl in parts:
@@ -244,13 +243,34 @@ class BatchedDraws:
             _threaded(work, [slice(0, m // 2), slice(m // 2, m)])
         return out
 
+    def _residual_ops(self):
+        """``(dtype, [(M_b, K_b)], csr)``: the residual's operators in :data:`BAND_DTYPE`, built once (``csr``:
+        the sparse band of ``Xi(.) theta``, None where its pattern is too large)."""
+        res, dt_ = self.res, BAND_DTYPE
+        if getattr(self, "_res_ops", (None,))[0] != dt_:
+            if res._csr is None:  # the sparse band built by its first use
+                res.xi_theta(res._pad(np.zeros((1,) + self.shape)))
+            csr = res._csr.astype(dt_) if res._csr is not False else None
+            self._res_ops = (dt_, [(tb.mass.astype(dt_), tb.stiffness.astype(dt_)) for tb in self.op.tables], csr)
+        return self._res_ops
+
     def _residual_one(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
-        """:meth:`_residual` on one thread."""
-        res, op = self.res, self.op
-        r = apply_along_axes(qdot, [tb.mass for tb in op.tables])
-        r += res.gamma * mass_and_stiffness(qbar, op.tables, need_mass=False)[1]
+        """:meth:`_residual` on one thread, in :data:`BAND_DTYPE` (the precision the residuals are kept in).
+        ``M qdot + gamma C qbar`` by one two-state walk (:func:`mass_and_stiffness` with ``qdot`` as the
+        initial derivative-placed state: ``3 d - 1`` one-axis products), ``Xi(qbar) theta`` by the sparse band."""
+        res, op, dt_ = self.res, self.op, BAND_DTYPE
+        _, tabs, csr = self._residual_ops()
+        qbar = np.asarray(qbar, dt_)
+        x0, x1 = qbar * dt_(res.gamma), np.asarray(qdot, dt_)
+        for b, (Mb, Kb) in enumerate(tabs):
+            n1 = apply_along_axis(x0, 1 + b, Kb)
+            n1 += apply_along_axis(x1, 1 + b, Mb)
+            x0 = apply_along_axis(x0, 1 + b, Mb) if b < self.d - 1 else None
+            x1 = n1
         P = res._pad(qbar)
-        return r + np.moveaxis(res.xi_theta(P), -1, 0)
+        xi = res.xi_theta(P) if csr is None else (csr @ P.reshape(-1, P.shape[-1])).reshape(op.shape + (-1,))
+        x1 += np.moveaxis(xi, -1, 0)
+        return x1
 
     def _walk_small(self, rho: np.ndarray, ebar: np.ndarray, n_u: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(adj(W_u + W_b), adj(W_u))`` of a batch of draws (``(S, n_coef)`` and the first ``n_u`` draws)
