@@ -368,7 +368,7 @@ class BatchedDraws:
         ug, bg = np.zeros(S), np.zeros(S)
         dt, scheme = self.op.source.dt, self.res.scheme
         for s, e in enumerate(noises if self.mix is None else ()):
-            eb, ed = time_pairs(e, dt, scheme)
+            eb, ed = time_pairs(e.astype(BAND_DTYPE), float(dt), scheme)  # in the residuals' precision
             ebar[s] = eb if self.Wr is None else np.tensordot(self.Wr, eb, axes=(0, 0))
             if self.compressed:
                 pair = np.stack([np.tensordot(self.V, e[:-1], axes=(0, 0)), np.tensordot(self.V, e[1:], axes=(0, 0))])

@@ -193,11 +193,12 @@ class ExpectedResidual:
 
             be, c = self.beta, self.c
             # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i, in modes
-            F = np.concatenate([Ap, Bp, Av, Bv])
-            G = np.concatenate([mix(coef(be * kappa, Vp, Vp), Yp) - mix(coef(be, Vp, Vv), Yv),
-                                mix(coef(c * kappa, Vp, Vp), Yp) - mix(coef(c, Vp, Vv), Yv),
-                                -mix(coef(be, Vv, Vp), Yp), -mix(coef(c, Vv, Vp), Yp)])
-            self.res.accumulate(W, F, G)
+            # (one group of modes at a time: with many modes the stacked fields are hundreds of MB)
+            groups = ((Ap, lambda: mix(coef(be * kappa, Vp, Vp), Yp) - mix(coef(be, Vp, Vv), Yv)),
+                      (Bp, lambda: mix(coef(c * kappa, Vp, Vp), Yp) - mix(coef(c, Vp, Vv), Yv)),
+                      (Av, lambda: -mix(coef(be, Vv, Vp), Yp)), (Bv, lambda: -mix(coef(c, Vv, Vp), Yp)))
+            for F, G in groups:
+                self.res.accumulate(W, F, G())
         qg = 0.0
         if estimated:
             qg = float(sum(np.vdot(C, W[op._key(idx)]) for idx, _, C, _ in self._bands()))
