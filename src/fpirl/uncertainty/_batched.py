@@ -50,6 +50,7 @@ of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo e
 from __future__ import annotations
 
 import itertools
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
@@ -426,9 +427,16 @@ class _Lazy:
         return self.count
 
     def __iter__(self):
-        buf = self.bd._buffer("noise", (1,) + self.bd.pfull.shape)[0]
-        for _ in range(self.count):
-            yield self.bd.noise_into(buf, *self.args)
+        # the next draw is drawn on a second thread while this one is used (two buffers, one generator
+        # used by that thread only: the same numbers in the same order)
+        bufs = [self.bd._buffer(f"noise{i}", (1,) + self.bd.pfull.shape)[0] for i in range(2)]
+        with ThreadPoolExecutor(1) as pool:
+            nxt = pool.submit(self.bd.noise_into, bufs[0], *self.args)
+            for i in range(self.count):
+                e = nxt.result()
+                if i + 1 < self.count:
+                    nxt = pool.submit(self.bd.noise_into, bufs[(i + 1) % 2], *self.args)
+                yield e
 
 
 def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None):
