@@ -35,7 +35,7 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul of a
   ``(2M + M_r) x (K + 1)`` matrix with the batch's draws;
 * the residual operators: the mass and stiffness parts by one two-state walk over the axes
-  (:func:`mass_and_stiffness`), the ``Xi(.) theta`` band as one sparse matrix built once
+  (:func:`fpirl.uncertainty._expected.mass_and_stiffness`), the ``Xi(.) theta`` band as one sparse matrix built once
   (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
   are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
@@ -71,8 +71,8 @@ BATCH_BYTES = 3 << 28
 #: side once per batch; measured 4-D ``15^4``, 49 modes: 13 draws a batch, 20 s and 1.95 GB for the fit,
 #: against 40 draws, 23 s and 2.45 GB).
 MANY_BATCH_BYTES = 1 << 28
-#: Modes (``M`` and ``M_r``) up to which the bands are formed by elementwise products (:meth:`BatchedDraws._walk_small`);
-#: above, per node by GEMMs (:mod:`fpirl.uncertainty._many_modes`).
+#: Modes (``M`` and ``M_r``) up to which the bands are formed by elementwise products
+#: (:meth:`BatchedDraws._walk_small`); above, per node by GEMMs (:mod:`fpirl.uncertainty._many_modes`).
 SMALL_MODES = 8
 #: Precision of the band blocks and their adjoint walk (:meth:`BatchedDraws._walk_small`): single
 #: precision halves the memory traffic and doubles the SIMD width, rounding about 1e-7 of the
@@ -85,32 +85,6 @@ _THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
 #: mixes are at most half the snapshots; False: every draw from all its normal numbers (tests).
 REDUCED_NOISE = True
-
-
-def _noise(block, carry, model, normalize, grid, rng):
-    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
-    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
-    if carry is not None:
-        z = np.concatenate([carry[None], z])
-    e = z * block if model == "multiplicative" else z.copy()
-    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
-        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
-    return e, z[-1]
-
-
-def mass_and_stiffness(X: np.ndarray, tables, need_mass: bool = True):
-    """``(M X, C X)`` for a stack of fields ``X`` ``(m, *grid)``: ``M = kron_b M_b`` (mass),
-    ``C = sum_a kron_b (K_a if b = a else M_b)`` (stiffness), by one walk over the axes with two states
-    (stiffness placed or not): ``3 d - 1`` one-axis products instead of ``d^2 + d`` (``M X`` None unless asked)."""
-    x0, x1 = X, None
-    d = len(tables)
-    for b, tb in enumerate(tables):
-        n1 = apply_along_axis(x0, 1 + b, tb.stiffness)
-        if x1 is not None:
-            n1 += apply_along_axis(x1, 1 + b, tb.mass)
-        x0 = apply_along_axis(x0, 1 + b, tb.mass) if need_mass or b < d - 1 else None
-        x1 = n1
-    return x0, x1
 
 
 def _pad_grid(x: np.ndarray, d: int, periodic: bool, lead: int = 0) -> np.ndarray:
@@ -257,8 +231,9 @@ class BatchedDraws:
 
     def _residual_one(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
         """:meth:`_residual` on one thread, in :data:`BAND_DTYPE` (the precision the residuals are kept in).
-        ``M qdot + gamma C qbar`` by one two-state walk (:func:`mass_and_stiffness` with ``qdot`` as the
-        initial derivative-placed state: ``3 d - 1`` one-axis products), ``Xi(qbar) theta`` by the sparse band."""
+        ``M qdot + gamma C qbar`` by one two-state walk
+        (:func:`fpirl.uncertainty._expected.mass_and_stiffness` with ``qdot`` as the initial
+        derivative-placed state: ``3 d - 1`` one-axis products), ``Xi(qbar) theta`` by the sparse band."""
         res, op, dt_ = self.res, self.op, BAND_DTYPE
         _, tabs, csr = self._residual_ops()
         qbar = np.asarray(qbar, dt_)

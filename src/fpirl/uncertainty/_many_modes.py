@@ -94,11 +94,13 @@ class ManyModeWalk:
         box = [(lo, hi)] + ([(c0, c1)] if self.d > 1 else []) + [(0, n) for n in shape[2:]]
         out = np.empty(tuple(e - b for b, e in box) + (len(self.shifts), P.shape[-1]), self.dtype)
         for f, idx in enumerate(self.shifts):
-            out[..., f, :] = P[tuple(slice(b + 1 + sign * (i - 1), e + 1 + sign * (i - 1)) for (b, e), i in zip(box, idx))]
+            o = [1 + sign * (i - 1) for i in idx]
+            out[..., f, :] = P[tuple(slice(b + oi, e + oi) for (b, e), oi in zip(box, o))]
         return out
 
     def _walk_slab(self, W: np.ndarray, T, lo: int, hi: int) -> np.ndarray:
-        """The adjoint walk of the band ``W`` ``(rows * rest, S, 3^d)`` of rows ``lo:hi``: ``(S, n_dofs_0, rest dofs)``."""
+        """The adjoint walk of the band ``W`` ``(rows * rest, S, 3^d)`` of rows ``lo:hi``:
+        ``(S, n_dofs_0, rest dofs)``."""
         d, shape, rows = self.d, self.shape, hi - lo
         S = W.shape[1]
         x = np.ascontiguousarray(W.reshape((rows,) + shape[1:] + (S,) + (3,) * d).transpose(self.perm))
@@ -147,7 +149,8 @@ class ManyModeWalk:
                         A = np.ascontiguousarray(A.transpose(2, 3, 4, 0, 1), dtype=self.dtype)  # (rows, n_1, R, s, m)
                         W = np.empty(A.shape[:-1] + (len(self.shifts),), self.dtype)
                         for c in range(n1):
-                            G = self._gather(side, lo, hi, c, c + 1).reshape((hi - lo, 1, sub[2]) + W.shape[-1:] + (-1,))
+                            G = self._gather(side, lo, hi, c, c + 1)
+                            G = G.reshape((hi - lo, 1, sub[2]) + W.shape[-1:] + (-1,))
                             np.matmul(A[:, c:c + 1], G.swapaxes(-1, -2), out=W[:, c:c + 1])
                         y = self._walk_slab(W.reshape(-1, b - a, W.shape[-1]), T, lo, hi)
                         if acc is None:

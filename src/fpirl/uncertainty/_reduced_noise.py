@@ -140,3 +140,14 @@ class ReducedNoise:
         xt = rng.standard_normal((self.n, self.L, n_draws), dtype=np.float32)
         eta = rng.standard_normal((n_draws, self.K1)) if self.normalize else None
         return self._from_normals(xt, eta).reshape((n_draws, self.L) + self.grid_shape)
+
+
+def _noise(block, carry, model, normalize, grid, rng):
+    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
+    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
+    if carry is not None:
+        z = np.concatenate([carry[None], z])
+    e = z * block if model == "multiplicative" else z.copy()
+    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
+        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
+    return e, z[-1]
