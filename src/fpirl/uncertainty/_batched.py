@@ -204,19 +204,37 @@ class BatchedDraws:
         """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``: the stack
         split between two threads, one BLAS thread each (thin one-axis products: measured 4-D, 49 pairs
         of ``15^4``, 0.48 s on two BLAS threads, 0.14 s on one, 0.07 s split between two threads)."""
-        m = qbar.shape[0]
-        if m < 2:
-            return self._residual_one(qbar, qdot)
+        return self._split(qbar.shape[0], lambda sl: (self._residual_one(qbar[sl], qdot[sl]),))[0]
+
+    def _noise_residual(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(r, bar e)`` of the ``K`` pairs of one draw's noise ``e`` ``(K + 1, *grid)``: its time pairs and
+        their residuals (:meth:`_residual`) in :data:`BAND_DTYPE`, the pairs split between two threads."""
+        dt, scheme = float(self.op.source.dt), self.res.scheme
+
+        def part(sl):
+            eb, ed = time_pairs(e[sl.start:sl.stop + 1].astype(BAND_DTYPE), dt, scheme)
+            return self._residual_one(eb, ed), eb
+
+        return self._split(self.K, part)
+
+    def _split(self, m: int, part) -> list:
+        """The outputs of ``part(slice)`` (arrays ``(len, *grid)``) over ``slice(0, m)``, in two halves on two threads."""
         self._residual_ops()  # built before the threads
-        out = np.empty(qbar.shape, BAND_DTYPE)
+        if m < 2:
+            return list(part(slice(0, m)))
+        halves, outs = [slice(0, m // 2), slice(m // 2, m)], {}
 
         def work(parts):
             for sl in parts:
-                out[sl] = self._residual_one(qbar[sl], qdot[sl])
+                outs[sl.start] = part(sl)
 
         with one_blas_thread():
-            _threaded(work, [slice(0, m // 2), slice(m // 2, m)])
-        return out
+            _threaded(work, halves)
+        res = [np.empty((m,) + x.shape[1:], x.dtype) for x in outs[0]]
+        for sl in halves:
+            for r, x in zip(res, outs[sl.start]):
+                r[sl] = x
+        return res
 
     def _residual_ops(self):
         """``(dtype, [(M_b, K_b)], csr)``: the residual's operators in :data:`BAND_DTYPE`, built once (``csr``:
@@ -342,18 +360,11 @@ class BatchedDraws:
         rho = self._buffer("rho", (S, self.M) + self.shape, BAND_DTYPE)
         ebar = self._buffer("ebar", (S, self.Mr) + self.shape, BAND_DTYPE)
         ug, bg = np.zeros(S), np.zeros(S)
-        dt, scheme = self.op.source.dt, self.res.scheme
-        for s, e in enumerate(noises if self.mix is None else ()):
-            eb, ed = time_pairs(e.astype(BAND_DTYPE), float(dt), scheme)  # in the residuals' precision
+        for s, e in enumerate(noises if self.mix is None else ()):  # (not compressed: the noise per snapshot)
+            r, eb = self._noise_residual(e)
             ebar[s] = eb if self.Wr is None else np.tensordot(self.Wr, eb, axes=(0, 0))
-            if self.compressed:
-                pair = np.stack([np.tensordot(self.V, e[:-1], axes=(0, 0)), np.tensordot(self.V, e[1:], axes=(0, 0))])
-                qb, qd = time_pairs(pair, dt, scheme)
-                r = self._residual(qb[0], qd[0])
-            else:
-                r = self._residual(eb, ed)
-                if self.Vp is not None:
-                    r = np.tensordot(self.Vp, r, axes=(0, 0))
+            if self.Vp is not None:
+                r = np.tensordot(self.Vp, r, axes=(0, 0))
             rho[s] = r
             if self.estimated:
                 ug[s] = float(np.vdot(self.cq, r))
