@@ -34,9 +34,11 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``1e-7`` of the vectors), the rest of the walk in double. Every time mix of the noise (``V^T bar e``,
   ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul of a
   ``(2M + M_r) x (K + 1)`` matrix with the batch's draws;
-* the residual operators: the mass and stiffness parts by one two-state walk over the axes
-  (:func:`fpirl.uncertainty._expected.mass_and_stiffness`), the ``Xi(.) theta`` band as one sparse matrix built once
-  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`);
+* the residual operators: the mass and stiffness parts by one two-state walk over the axes (the mass
+  term as the initial derivative-placed state), the ``Xi(.) theta`` band as one sparse matrix built once
+  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`); in :data:`BAND_DTYPE`, the stack of
+  pairs split between two threads with one BLAS thread each (:meth:`BatchedDraws._residual`); the
+  noise of the next draw drawn on a second thread meanwhile (same generator calls, same order);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
   are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
 
@@ -50,7 +52,6 @@ of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo e
 from __future__ import annotations
 
 import itertools
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.linalg
@@ -61,7 +62,7 @@ from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
 from ._many_modes import ManyModeWalk
-from ._reduced_noise import ReducedNoise
+from ._reduced_noise import PrefetchedNoise, ReducedNoise
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = 1e-13
@@ -403,28 +404,6 @@ class BatchedDraws:
         return UB, U
 
 
-class _Lazy:
-    """``count`` noise draws (:meth:`BatchedDraws.noise_into`) drawn into one buffer as they are iterated."""
-
-    def __init__(self, bd, count, model, normalize, rng):
-        self.bd, self.count, self.args = bd, count, (model, normalize, rng)
-
-    def __len__(self):
-        return self.count
-
-    def __iter__(self):
-        # the next draw is drawn on a second thread while this one is used (two buffers, one generator
-        # used by that thread only: the same numbers in the same order)
-        bufs = [self.bd._buffer(f"noise{i}", (1,) + self.bd.pfull.shape)[0] for i in range(2)]
-        with ThreadPoolExecutor(1) as pool:
-            nxt = pool.submit(self.bd.noise_into, bufs[0], *self.args)
-            for i in range(self.count):
-                e = nxt.result()
-                if i + 1 < self.count:
-                    nxt = pool.submit(self.bd.noise_into, bufs[(i + 1) % 2], *self.args)
-                yield e
-
-
 def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None):
     """``(UB, U)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`: ``UB = u + b`` of
     ``n_draws`` draws ``(nx, n_draws)`` and ``U = u`` of the first ``n_u`` draws (``bd``: a
@@ -440,7 +419,7 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
             stop = min(n_draws, start + bd.batch)
             noises, mixed = (), None
             if reduced is None and bd.mix is None:  # every normal number, one draw at a time, as it is used
-                noises = _Lazy(bd, stop - start, model, normalize, rng)
+                noises = PrefetchedNoise(bd, stop - start, model, normalize, rng)
             elif reduced is None:  # every normal number of the draws
                 noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
                 for e in noises:
