@@ -131,7 +131,6 @@ class ManyModeWalk:
         slabs = [(lo, min(shape[0], lo + rows)) for lo in range(0, shape[0], rows)]
         chunk = int(max(1, BAND_BYTES // (per_row * rows)))
         data = (rho, ebar)
-        parts = []
 
         # nodes of a slab: (rows, n_1, rest); the data side gathered per row of axis 1 (in cache), for a
         # chunk of draws at once
@@ -156,15 +155,14 @@ class ManyModeWalk:
                         if acc is None:
                             acc = np.zeros((2, S) + y.shape[1:])
                         acc[side, a:b] += y
-            if acc is not None:
-                parts.append(acc)
+            return acc
 
         n = min(THREADS, len(slabs))
         with one_blas_thread():
             if n <= 1:
-                work(slabs)
-            else:
+                parts = [work(slabs)]
+            else:  # the threads' sums added in a fixed order: the same result run to run
                 with ThreadPoolExecutor(n) as pool:
-                    list(pool.map(work, [slabs[t::n] for t in range(n)]))
-        acc = sum(parts)
+                    parts = list(pool.map(work, [slabs[t::n] for t in range(n)]))
+        acc = sum(p for p in parts if p is not None)
         return acc[0].reshape(S, -1), acc[1].reshape(S, -1)
