@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fpirl import DensitySnapshots, Grid, PotentialEstimator
-from fpirl.uncertainty import _batched
+from fpirl.uncertainty import _batched, _many_modes
 from fpirl.uncertainty._batched import BatchedDraws, draw_vectors
 from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
 from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
@@ -47,9 +47,12 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
     # one draw per batch / all draws in one batch; the band of b per test node / per data node
     # (the small-mode bands' shifts on two threads, one row of axis 0 per elementwise pass, in the last)
     # (in double precision; the default single-precision band blocks in the last, to their rounding)
+    # many-mode path (small = 0): slabs of one row and chunks of one draw on two threads when chunk = 1
     for batch_bytes, small, threads, chunk, single in ((1, 8, 1 << 18, 1 << 20, False), (1 << 28, 8, 1 << 18, 1 << 20, False),
                                                        (1 << 28, 0, 1 << 18, 1 << 20, False), (1 << 28, 8, 0, 1, False),
-                                                       (1 << 28, 8, 1 << 18, 1 << 20, True)):
+                                                       (1 << 28, 8, 1 << 18, 1 << 20, True), (1 << 28, 0, 0, 1, False),
+                                                       (1 << 28, 0, 1 << 18, 1 << 20, True)):
+        monkeypatch.setattr(_many_modes, "BAND_BYTES", 1 if chunk == 1 else 1 << 25)
         monkeypatch.setattr(_batched, "BATCH_BYTES", batch_bytes)
         monkeypatch.setattr(_batched, "SMALL_MODES", small)
         monkeypatch.setattr(_batched, "_THREAD_MIN_SIZE", threads)
@@ -108,3 +111,34 @@ def test_batch_vectors_from_the_time_mixes_equal_those_from_the_noise():
     ub2, u2 = bd.batch_vectors(noises[:0], 2, mixed=mixed)
     np.testing.assert_allclose(ub2, ub, rtol=0, atol=1e-9 * np.abs(ub).max())
     np.testing.assert_allclose(u2, u, rtol=0, atol=1e-9 * np.abs(u).max())
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "reflecting"])
+def test_many_mode_path_in_3d_equals_the_per_draw_computation(boundary, monkeypatch):
+    """The many-mode path (:mod:`fpirl.uncertainty._many_modes`, forced with ``SMALL_MODES = 0``) in 3-D,
+    where the slab's walk carries both states over two axes: equal to the per-draw band passes, to 1e-11
+    in double precision and 1e-5 (of the largest entry) in single; slabs of one row, one draw a chunk."""
+    grid = Grid([-1] * 3, [1] * 3, (5, 6, 7), boundary=boundary)
+    x = grid.mesh()
+    t = 0.02 * np.arange(6)
+    v = np.exp(-np.cos(np.pi * x[..., 0]) - 0.5 * np.sin(np.pi * x[..., 1]) + 0.3 * x[..., 2] ** 2)[None] * (
+        1 + 0.2 * np.exp(-5 * t)[:, None, None, None] * np.cos(np.pi * x[..., 0])[None])
+    v = v * (1 + 0.05 * np.random.default_rng(1).standard_normal((t.size,) + grid.shape))
+    s = DensitySnapshots(grid, t, v)
+    est = PotentialEstimator(hermite_elements=2, beta=2.0).fit(s)
+    src = StreamingSnapshots.from_snapshots(s).normalize()
+    op = NormalOperator(src, est.hermite_, compress=None)
+    res = _Residuals(op, est.coef_.ravel(), 1 / est.beta_, src.dt, "midpoint")
+    monkeypatch.setattr(_batched, "REDUCED_NOISE", False)
+    monkeypatch.setattr(_batched, "SMALL_MODES", 0)
+    gen = np.random.default_rng(3)
+    old = [_draw(res, "multiplicative", True, gen) for _ in range(3)]
+    ub_old = np.array([o[0] + o[1] for o in old]).T
+    u_old = np.array([o[0] for o in old]).T
+    for single, band_bytes in ((False, 1), (True, 1), (True, 1 << 25)):
+        monkeypatch.setattr(_batched, "BAND_DTYPE", np.float32 if single else np.float64)
+        monkeypatch.setattr(_many_modes, "BAND_BYTES", band_bytes)
+        ub, u = draw_vectors(res, "multiplicative", True, np.random.default_rng(3), 3, False, n_u=2)
+        tol = (1e-5 if single else 1e-11) * np.abs(ub_old).max()
+        np.testing.assert_allclose(ub, ub_old, rtol=0, atol=tol)
+        np.testing.assert_allclose(u, u_old[:, :2], rtol=0, atol=tol)

@@ -17,11 +17,14 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``1e-13 λ_max`` dropped, as in the matrix-free path's compression), ``bar p_k = Σ_m V_km q_m``
   and ``Σ_k r_k(e) ⊗ shift(bar p_k) = Σ_m ρ_m ⊗ shift(q_m)`` with
   ``ρ_m = R_+ (Σ_k V_km e_{k+1}) + R_- (Σ_k V_km e_k)``: the noise is summed over time first and
-  only ``M`` residuals per draw are formed (``M`` the number of modes; used when ``2M < K + 1``);
+  only ``M`` residuals per draw are formed (``M`` the number of modes; used when ``2M < K + 1``;
+  otherwise the ``K`` residuals of a draw are projected on the modes, ``ρ_m = Σ_k V_km r_k``, when
+  there are fewer modes than pairs);
 * **one contraction for all draws of a batch**: per test node ``j`` the band of ``u`` is the GEMM
   ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
   the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
-  (numpy's stacked matmul over slabs of nodes), so the data side is read once per batch;
+  (:mod:`fpirl.uncertainty._many_modes`: per slab of nodes, the data side gathered once for all draws
+  of the batch, the adjoint walk run on the slab's band at once);
 * with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._walk_small`) the band is
   never formed in full: per shift ``l'`` of the axes after the first, the three bands ``(l_0, l')``
   of all draws are formed into a small block by one elementwise product per mode (a few rows of
@@ -31,9 +34,11 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   ``1e-7`` of the vectors), the rest of the walk in double. Every time mix of the noise (``V^T bar e``,
   ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul of a
   ``(2M + M_r) x (K + 1)`` matrix with the batch's draws;
-* the residual operators: the mass and stiffness parts by one two-state walk over the axes
-  (:func:`mass_and_stiffness`), the ``Xi(.) theta`` band as one sparse matrix built once
-  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`);
+* the residual operators: the mass and stiffness parts by one two-state walk over the axes (the mass
+  term as the initial derivative-placed state), the ``Xi(.) theta`` band as one sparse matrix built once
+  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`); in :data:`BAND_DTYPE`, the stack of
+  pairs split between two threads with one BLAS thread each (:meth:`BatchedDraws._residual`); the
+  noise of the next draw drawn on a second thread meanwhile (same generator calls, same order);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
   are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
 
@@ -56,16 +61,20 @@ from ..core._threads import one_blas_thread
 from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
-from ._reduced_noise import ReducedNoise
+from ._many_modes import ManyModeWalk
+from ._reduced_noise import PrefetchedNoise, ReducedNoise
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = 1e-13
 #: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
 BATCH_BYTES = 3 << 28
-#: Residual modes up to which the band of ``b`` is formed per test node (else per data node, a GEMM).
+#: Memory for the arrays of one batch of draws with many modes (the walk's slabs take the gathered data
+#: side once per batch; measured 4-D ``15^4``, 49 modes: 13 draws a batch, 20 s and 1.95 GB for the fit,
+#: against 40 draws, 23 s and 2.45 GB).
+MANY_BATCH_BYTES = 1 << 28
+#: Modes (``M`` and ``M_r``) up to which the bands are formed by elementwise products
+#: (:meth:`BatchedDraws._walk_small`); above, per node by GEMMs (:mod:`fpirl.uncertainty._many_modes`).
 SMALL_MODES = 8
-#: Memory for the stacked ``3^d`` data views of one slab of nodes.
-_SLAB_BYTES = 1 << 25
 #: Precision of the band blocks and their adjoint walk (:meth:`BatchedDraws._walk_small`): single
 #: precision halves the memory traffic and doubles the SIMD width, rounding about 1e-7 of the
 #: vectors (measured, 4-D), far below their Monte Carlo error ``1 / sqrt(2 S)``.
@@ -77,32 +86,6 @@ _THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
 #: mixes are at most half the snapshots; False: every draw from all its normal numbers (tests).
 REDUCED_NOISE = True
-
-
-def _noise(block, carry, model, normalize, grid, rng):
-    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
-    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
-    if carry is not None:
-        z = np.concatenate([carry[None], z])
-    e = z * block if model == "multiplicative" else z.copy()
-    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
-        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
-    return e, z[-1]
-
-
-def mass_and_stiffness(X: np.ndarray, tables, need_mass: bool = True):
-    """``(M X, C X)`` for a stack of fields ``X`` ``(m, *grid)``: ``M = kron_b M_b`` (mass),
-    ``C = sum_a kron_b (K_a if b = a else M_b)`` (stiffness), by one walk over the axes with two states
-    (stiffness placed or not): ``3 d - 1`` one-axis products instead of ``d^2 + d`` (``M X`` None unless asked)."""
-    x0, x1 = X, None
-    d = len(tables)
-    for b, tb in enumerate(tables):
-        n1 = apply_along_axis(x0, 1 + b, tb.stiffness)
-        if x1 is not None:
-            n1 += apply_along_axis(x1, 1 + b, tb.mass)
-        x0 = apply_along_axis(x0, 1 + b, tb.mass) if need_mass or b < d - 1 else None
-        x1 = n1
-    return x0, x1
 
 
 def _pad_grid(x: np.ndarray, d: int, periodic: bool, lead: int = 0) -> np.ndarray:
@@ -135,7 +118,10 @@ class BatchedDraws:
         lam, vec = scipy.linalg.eigh(flat @ flat.T)
         keep = lam > COMPRESS_RTOL * lam[-1]
         self.compressed = 2 * int(np.count_nonzero(keep)) < self.K + 1
-        if self.compressed:
+        # not compressed (the noise is drawn per snapshot) but fewer modes than pairs: the residuals of
+        # a draw projected on the modes, r_m = sum_k V_km r_k (fewer modes in the many-mode bands)
+        self.Vp = vec[:, keep] if not self.compressed and np.count_nonzero(keep) < self.K else None
+        if self.compressed or self.Vp is not None:
             self.V = vec[:, keep]  # (K, M)
             q = np.tensordot(self.V, pbar, axes=(0, 0))
             cq = np.tensordot(self.V, c, axes=(0, 0))
@@ -158,9 +144,6 @@ class BatchedDraws:
             tabs = op.tables
             self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
                              for a in range(self.d))
-        n = int(np.prod(self.shape))
-        per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
-        self.batch = int(max(1, BATCH_BYTES // per_draw))
         # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
         # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
         Tb, Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
@@ -173,6 +156,14 @@ class BatchedDraws:
         if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + 1 and self.Wr is not None:
             # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
             self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
+        n = int(np.prod(self.shape))
+        if max(self.M, self.Mr) <= SMALL_MODES:
+            per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
+        else:  # the residual modes and averaged noise of a draw (and its noise and time mixes when mixed)
+            per_draw = n * (np.dtype(BAND_DTYPE).itemsize * (self.M + self.Mr)
+                            + (8 * (self.K + 1 + self.mix.shape[0]) if self.mix is not None else 0))
+        self.batch = int(max(1, (BATCH_BYTES if max(self.M, self.Mr) <= SMALL_MODES
+                                 else min(BATCH_BYTES, MANY_BATCH_BYTES)) // per_draw))
         self._buffers = {}
 
     def reduced_noise(self, model, normalize):
@@ -184,11 +175,11 @@ class BatchedDraws:
                                                              self.op.grid.node_weights()))
         return self.reduced[1]
 
-    def _buffer(self, name, shape):
+    def _buffer(self, name, shape, dtype=float):
         """A work array kept from batch to batch (fresh large arrays cost a page fault per page)."""
         buf = self._buffers.get(name)
-        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
-            buf = self._buffers[name] = np.empty(shape)
+        if buf is None or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0] or buf.dtype != dtype:
+            buf = self._buffers[name] = np.empty(shape, dtype)
         return buf[: shape[0]]
 
     # --- noise --------------------------------------------------------------------------
@@ -211,60 +202,70 @@ class BatchedDraws:
         return out
 
     def _residual(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
-        """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``."""
-        res, op = self.res, self.op
-        r = apply_along_axes(qdot, [tb.mass for tb in op.tables])
-        r += res.gamma * mass_and_stiffness(qbar, op.tables, need_mass=False)[1]
+        """``r = M qdot + Xi(qbar) theta + gamma C qbar`` for a stack of pairs ``(m, *grid)``: the stack
+        split between two threads, one BLAS thread each (thin one-axis products: measured 4-D, 49 pairs
+        of ``15^4``, 0.48 s on two BLAS threads, 0.14 s on one, 0.07 s split between two threads)."""
+        return self._split(qbar.shape[0], lambda sl: (self._residual_one(qbar[sl], qdot[sl]),))[0]
+
+    def _noise_residual(self, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(r, bar e)`` of the ``K`` pairs of one draw's noise ``e`` ``(K + 1, *grid)``: its time pairs and
+        their residuals (:meth:`_residual`) in :data:`BAND_DTYPE`, the pairs split between two threads."""
+        dt, scheme = float(self.op.source.dt), self.res.scheme
+
+        def part(sl):
+            eb, ed = time_pairs(e[sl.start:sl.stop + 1].astype(BAND_DTYPE), dt, scheme)
+            return self._residual_one(eb, ed), eb
+
+        return self._split(self.K, part)
+
+    def _split(self, m: int, part) -> list:
+        """The outputs of ``part(slice)`` (arrays ``(len, *grid)``) over ``slice(0, m)``, in two halves on two threads."""
+        self._residual_ops()  # built before the threads
+        if m < 2:
+            return list(part(slice(0, m)))
+        halves, outs = [slice(0, m // 2), slice(m // 2, m)], {}
+
+        def work(parts):
+            for sl in parts:
+                outs[sl.start] = part(sl)
+
+        with one_blas_thread():
+            _threaded(work, halves)
+        res = [np.empty((m,) + x.shape[1:], x.dtype) for x in outs[0]]
+        for sl in halves:
+            for r, x in zip(res, outs[sl.start]):
+                r[sl] = x
+        return res
+
+    def _residual_ops(self):
+        """``(dtype, [(M_b, K_b)], csr)``: the residual's operators in :data:`BAND_DTYPE`, built once (``csr``:
+        the sparse band of ``Xi(.) theta``, None where its pattern is too large)."""
+        res, dt_ = self.res, BAND_DTYPE
+        if getattr(self, "_res_ops", (None,))[0] != dt_:
+            if res._csr is None:  # the sparse band built by its first use
+                res.xi_theta(res._pad(np.zeros((1,) + self.shape)))
+            csr = res._csr.astype(dt_) if res._csr is not False else None
+            self._res_ops = (dt_, [(tb.mass.astype(dt_), tb.stiffness.astype(dt_)) for tb in self.op.tables], csr)
+        return self._res_ops
+
+    def _residual_one(self, qbar: np.ndarray, qdot: np.ndarray) -> np.ndarray:
+        """:meth:`_residual` on one thread, in :data:`BAND_DTYPE` (the precision the residuals are kept in).
+        ``M qdot + gamma C qbar`` by one two-state walk
+        (:func:`fpirl.uncertainty._expected.mass_and_stiffness` with ``qdot`` as the initial
+        derivative-placed state: ``3 d - 1`` one-axis products), ``Xi(qbar) theta`` by the sparse band."""
+        res, op, dt_ = self.res, self.op, BAND_DTYPE
+        _, tabs, csr = self._residual_ops()
+        qbar = np.asarray(qbar, dt_)
+        x0, x1 = qbar * dt_(res.gamma), np.asarray(qdot, dt_)
+        for b, (Mb, Kb) in enumerate(tabs):
+            n1 = apply_along_axis(x0, 1 + b, Kb)
+            n1 += apply_along_axis(x1, 1 + b, Mb)
+            x0 = apply_along_axis(x0, 1 + b, Mb) if b < self.d - 1 else None
+            x1 = n1
         P = res._pad(qbar)
-        return r + np.moveaxis(res.xi_theta(P), -1, 0)
-
-    # --- one batch ----------------------------------------------------------------------
-    def _views(self, P, lo, hi, sign):
-        """``P[j + sign (l - 1)]`` for rows ``lo:hi`` of the first axis, stacked: ``(rows, *rest, m, 3^d)``."""
-        out = np.empty((hi - lo,) + self.shape[1:] + (P.shape[-1], len(self.shifts)))
-        for f, idx in enumerate(self.shifts):
-            o = [1 + sign * (i - 1) for i in idx]
-            sl = (slice(lo + o[0], hi + o[0]),) + tuple(slice(oi, oi + n) for oi, n in zip(o[1:], self.shape[1:]))
-            out[..., f] = P[sl]
-        return out
-
-    def _bands(self, rho: np.ndarray, ebar: np.ndarray):
-        """``(W_u, W_b)``, each ``(S, *grid, 3^d)`` (test node major), for a batch of draws (``ebar``
-        projected on the residual modes). ``W_b`` per test node (few residual modes: the shifted
-        noise stacked, times the ``M_r`` residual values) or per data node (a GEMM with the shifted
-        residuals, then moved to the test nodes)."""
-        S = rho.shape[0]
-        nl = 3**self.d
-        by_test = self.Mr <= SMALL_MODES
-        Wu = np.empty((S,) + self.shape + (nl,))
-        Wb = np.zeros_like(Wu) if by_test else np.empty(self.shape + (S, nl))
-        rhoT = np.moveaxis(rho, 0, -1)  # (M, *grid, S)
-        ebT = np.moveaxis(ebar, 0, -1)  # (M_r, *grid, S)
-        if by_test:
-            Pe = _pad_grid(np.moveaxis(ebar, (0, 1), (-2, -1)).reshape(self.shape + (-1,)), self.d, self.periodic)
-        row = 8 * nl * int(np.prod(self.shape[1:]))
-        slab = int(max(1, _SLAB_BYTES // (row * max(self.M, self.Mr * (S + 1) if by_test else self.Mr))))
-        for lo in range(0, self.shape[0], slab):
-            hi = min(self.shape[0], lo + slab)
-            Q = self._views(self.Pq, lo, hi, 1)  # (rows, *rest, M, nl)
-            a = np.moveaxis(rhoT[:, lo:hi], 0, -1)  # (rows, *rest, S, M)
-            Wu[:, lo:hi] = np.moveaxis(np.matmul(a, Q), -2, 0)
-            if by_test:  # W_b[s, j, l] = sum_m r_m[j] e_m[s, j + l]
-                E = self._views(Pe, lo, hi, 1).reshape((hi - lo,) + self.shape[1:] + (S, self.Mr, nl))
-                acc = np.zeros((hi - lo,) + self.shape[1:] + (S, nl))
-                for m in range(self.Mr):
-                    acc += E[..., m, :] * self.rc[lo:hi, ..., m][..., None, None]
-                Wb[:, lo:hi] = np.moveaxis(acc, -2, 0)
-            else:  # by data node n = j + l: W[s, n, l] = sum_m e_m[s, n] r_m[n - l]
-                R = self._views(self.Pr, lo, hi, -1)  # (rows, *rest, M_r, nl)
-                Wb[lo:hi] = np.matmul(np.moveaxis(ebT[:, lo:hi], 0, -1), R)
-        if not by_test:  # the data node n = j + l carries the entry of test node j
-            Pb = _pad_grid(Wb, self.d, self.periodic)
-            Wb = np.empty_like(Wu)
-            for f, idx in enumerate(self.shifts):
-                sl = tuple(slice(i, i + n) for i, n in zip(idx, self.shape))
-                Wb[..., f] = np.moveaxis(Pb[sl + (slice(None), f)], -1, 0)
-        return Wu, Wb
+        xi = res.xi_theta(P) if csr is None else (csr @ P.reshape(-1, P.shape[-1])).reshape(op.shape + (-1,))
+        x1 += np.moveaxis(xi, -1, 0)
+        return x1
 
     def _walk_small(self, rho: np.ndarray, ebar: np.ndarray, n_u: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(adj(W_u + W_b), adj(W_u))`` of a batch of draws (``(S, n_coef)`` and the first ``n_u`` draws)
@@ -351,32 +352,23 @@ class BatchedDraws:
             x1, done = n1, done * M0.shape[0]
         return x1.reshape(S, self.op.hermite.n_coef)
 
-    def _adjoint(self, W: np.ndarray) -> np.ndarray:
-        """Adjoint walk of a test-node-major band ``(*grid, 3^d)``, to the interleaved layout first."""
-        d = self.d
-        x = W.reshape(self.shape + (3,) * d).transpose([v for b in range(d) for v in (d + b, b)])
-        return self.op._adjoint(np.ascontiguousarray(x)).ravel()
-
     def batch_vectors(self, noises, n_u: int = 0, mixed=None):
         """``(u + b, u)`` of a list of draws: ``(nx, S)`` and ``(nx, n_u)`` for the first ``n_u`` draws
         (``nx = n_coef + [gamma]``); or of their time mixes ``mixed`` ``(S, 2M + M_r, *grid)`` (then
         ``noises`` is not used)."""
         S = len(noises) if mixed is None else mixed.shape[0]
-        rho = self._buffer("rho", (S, self.M) + self.shape)
-        ebar = self._buffer("ebar", (S, self.Mr) + self.shape)
+        # in the precision of the band walks (the gamma rows from the double-precision values)
+        rho = self._buffer("rho", (S, self.M) + self.shape, BAND_DTYPE)
+        ebar = self._buffer("ebar", (S, self.Mr) + self.shape, BAND_DTYPE)
         ug, bg = np.zeros(S), np.zeros(S)
-        dt, scheme = self.op.source.dt, self.res.scheme
-        for s, e in enumerate(noises if self.mix is None else ()):
-            eb, ed = time_pairs(e, dt, scheme)
+        for s, e in enumerate(noises if self.mix is None else ()):  # (not compressed: the noise per snapshot)
+            r, eb = self._noise_residual(e)
             ebar[s] = eb if self.Wr is None else np.tensordot(self.Wr, eb, axes=(0, 0))
-            if self.compressed:
-                pair = np.stack([np.tensordot(self.V, e[:-1], axes=(0, 0)), np.tensordot(self.V, e[1:], axes=(0, 0))])
-                qb, qd = time_pairs(pair, dt, scheme)
-                rho[s] = self._residual(qb[0], qd[0])
-            else:
-                rho[s] = self._residual(eb, ed)
+            if self.Vp is not None:
+                r = np.tensordot(self.Vp, r, axes=(0, 0))
+            rho[s] = r
             if self.estimated:
-                ug[s] = float(np.vdot(self.cq, rho[s]))
+                ug[s] = float(np.vdot(self.cq, r))
                 bg[s] = float(np.vdot(eb, self.crhat))
         if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
             given = mixed is not None
@@ -385,27 +377,26 @@ class BatchedDraws:
             mixed = mixed.reshape(S, self.mix.shape[0], -1)
             M = self.M
             ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
-            rho[:] = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
-                                    mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape(rho.shape)
+            r = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
+                               mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape((S,) + rho.shape[1:])
+            rho[:] = r
             for s in range(S):
                 if self.estimated:
-                    ug[s] = float(np.vdot(self.cq, rho[s]))
-                    bg[s] = float(np.vdot(ebar[s], self.crc) if given else np.vdot(noises[s], self.ce))
-            del mixed
+                    ug[s] = float(np.vdot(self.cq, r[s]))
+                    bg[s] = float(np.vdot(mixed[s, 2 * M:], self.crc) if given else np.vdot(noises[s], self.ce))
+            del mixed, r
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
         UB, U = np.zeros((nx, S)), np.zeros((nx, min(n_u, S)))
         if max(self.M, self.Mr) <= SMALL_MODES:
             ub, u = self._walk_small(rho, ebar, U.shape[1])
             UB[:n], U[:n] = ub.T, u.T
-        else:
-            Wu, Wb = self._bands(rho, ebar)
-            for s in range(U.shape[1]):
-                U[:n, s] = self._adjoint(Wu[s])
-            Wu += Wb
-            del Wb
-            for s in range(S):
-                UB[:n, s] = self._adjoint(Wu[s])
+        else:  # many modes: per slab of nodes, all draws (fpirl.uncertainty._many_modes)
+            if getattr(self, "_many", None) is None or self._many.dtype != BAND_DTYPE:
+                self._many = ManyModeWalk(self.Pq, self.Pr, self.op._T, self.shape, self.periodic, BAND_DTYPE)
+            u, b = self._many(rho, ebar)
+            U[:n] = u[: U.shape[1]].T
+            UB[:n] = (u + b).T
         del rho, ebar
         if self.estimated:
             UB[n] = ug + bg
@@ -427,7 +418,9 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
             noises, mixed = (), None
-            if reduced is None:  # every normal number of the draws
+            if reduced is None and bd.mix is None:  # every normal number, one draw at a time, as it is used
+                noises = PrefetchedNoise(bd, stop - start, model, normalize, rng)
+            elif reduced is None:  # every normal number of the draws
                 noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
                 for e in noises:
                     bd.noise_into(e, model, normalize, rng)
@@ -436,4 +429,5 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
             UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
+    bd._buffers.clear()  # the batch's work arrays: not held through the caller's next steps
     return UB, U

@@ -36,6 +36,8 @@ for smooth data; eigenvalues below ``EIG_RTOL`` of the largest dropped).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 #: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance).
@@ -140,3 +142,36 @@ class ReducedNoise:
         xt = rng.standard_normal((self.n, self.L, n_draws), dtype=np.float32)
         eta = rng.standard_normal((n_draws, self.K1)) if self.normalize else None
         return self._from_normals(xt, eta).reshape((n_draws, self.L) + self.grid_shape)
+
+
+def _noise(block, carry, model, normalize, grid, rng):
+    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
+    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
+    if carry is not None:
+        z = np.concatenate([carry[None], z])
+    e = z * block if model == "multiplicative" else z.copy()
+    if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
+        e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
+    return e, z[-1]
+
+
+class PrefetchedNoise:
+    """``count`` noise draws (:meth:`fpirl.uncertainty._batched.BatchedDraws.noise_into`) drawn into one buffer as they are iterated."""
+
+    def __init__(self, bd, count, model, normalize, rng):
+        self.bd, self.count, self.args = bd, count, (model, normalize, rng)
+
+    def __len__(self):
+        return self.count
+
+    def __iter__(self):
+        # the next draw is drawn on a second thread while this one is used (two buffers, one generator
+        # used by that thread only: the same numbers in the same order)
+        bufs = [self.bd._buffer(f"noise{i}", (1,) + self.bd.pfull.shape)[0] for i in range(2)]
+        with ThreadPoolExecutor(1) as pool:
+            nxt = pool.submit(self.bd.noise_into, bufs[0], *self.args)
+            for i in range(self.count):
+                e = nxt.result()
+                if i + 1 < self.count:
+                    nxt = pool.submit(self.bd.noise_into, bufs[(i + 1) % 2], *self.args)
+                yield e

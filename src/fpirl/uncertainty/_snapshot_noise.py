@@ -67,7 +67,8 @@ import scipy.linalg
 import scipy.sparse
 
 from ..core._errors import FpirlInputError
-from ._batched import BatchedDraws, _noise, draw_vectors
+from ._batched import BatchedDraws, draw_vectors
+from ._reduced_noise import _noise
 from ._expected import ExpectedResidual
 from ._resolution import resolution_error
 from ..core._tensor import apply_along_axes
