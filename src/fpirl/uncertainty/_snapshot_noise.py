@@ -67,7 +67,6 @@ import scipy.linalg
 import scipy.sparse
 
 from ..core._errors import FpirlInputError
-from ..core._linalg import cho_factor
 from ._batched import BatchedDraws, draw_vectors
 from ._reduced_noise import _noise
 from ._expected import ExpectedResidual
@@ -268,7 +267,7 @@ class _Solver:
             if estimated or factor is None or lam_fit != float(lam):  # else the fit's factor of this same K
                 K = Kd.copy()
                 K[:self.n, :self.n] += lam * h.h1_seminorm_matrix() + mu * np.outer(self.m, self.m)
-                factor = cho_factor(K)
+                factor = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
             self.chol = factor
             self.xtc, self.cc = ne.xtc, ne.cc
             return
