@@ -9,7 +9,6 @@ import pytest
 from fpirl.core.grid import Axis, Grid
 from fpirl.mdp import GaussianTransition, recover_mdp
 from fpirl.mdp._kernel_1d import _TABLE_STEPS, _kernel_1d, _tabulated_kernel
-from fpirl.uncertainty._bands import _quantiles
 
 
 def _hat_oracle(axis, mu, tau):
@@ -132,16 +131,6 @@ def test_tabulated_recovery_reward_matches_the_exact_one():
     b = recover_mdp(grid, psi, grad, 5.0, 0.02, tabulated=True)
     np.testing.assert_array_equal(a.policy, b.policy)
     assert 0 < np.abs(a.reward - b.reward).max() < 1e-7 * np.abs(a.reward).max()
-
-
-@pytest.mark.parametrize("n", [2, 3, 64])
-def test_band_quantiles_equal_numpy(n):
-    """The sort-based quantiles of the bands equal ``np.quantile`` (method 'linear') exactly, NaN included."""
-    arr = np.random.default_rng(n).standard_normal((n, 7, 5))
-    arr[:, 2, 3] = 1.5  # ties
-    arr[n // 2, 4, 1] = np.nan
-    q = (0.05, 0.5, 0.95)
-    np.testing.assert_array_equal(_quantiles(arr.copy(), q), np.quantile(arr, q, axis=0))
 
 
 def test_bands_on_a_tabulated_grid_equal_those_of_the_exact_rows():

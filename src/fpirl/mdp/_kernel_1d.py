@@ -215,8 +215,13 @@ def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str,
                 k[:, [0, -1]] *= 0.5
             k /= w
         out[start : start + block] = k
-    # Entries below 1e-30 of their row's maximum cannot affect any sum; zeroing them keeps
-    # subnormal numbers (which slow BLAS down by orders of magnitude) out of the contractions.
+    return _normalised(out, w)
+
+
+def _normalised(out: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Rows of ``out`` scaled in place so that ``out @ w == 1``, entries below 1e-30 of their row's
+    maximum zeroed first: they cannot affect any sum, and zeroing them keeps subnormal numbers (which
+    slow BLAS down by orders of magnitude) out of the contractions."""
     np.multiply(out, out >= 1e-30 * out.max(axis=1, keepdims=True), out=out)
     out /= (out @ w)[:, None]
     return out
@@ -299,6 +304,4 @@ def _tabulated_kernel(axis: Axis, mean: np.ndarray, sigma: float, discretization
     w = axis.node_weights
     out[:, [0, -1]] *= 0.5  # the two mirror hats of a wall node are the same hat
     out /= w
-    np.multiply(out, out >= 1e-30 * out.max(axis=1, keepdims=True), out=out)
-    out /= (out @ w)[:, None]
-    return out
+    return _normalised(out, w)

@@ -31,8 +31,7 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
     inverse_bellman; :func:`fpirl.mdp.recover_mdp`) with its own beta, its transition rows
     interpolated in a table of exact rows (``recover_mdp(..., tabulated=True)``: within 1e-8 of the
     exact kernel's rows). Returns nodal arrays ``policy_lower``, ``policy_upper``, ``reward_lower``,
-    ``reward_upper`` (the 'linear' quantiles of :func:`numpy.quantile`; empty dict when the grid
-    lacks state or action axes).
+    ``reward_upper`` (empty dict when the grid lacks state or action axes).
     """
     quantiles = BAND_QUANTILES if quantiles is None else quantiles
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
@@ -80,23 +79,7 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
         raise FpirlInputError("fewer than two posterior draws have a positive 1/beta: no bands")
     out = {}
     for name, arr in (("policy", policy[keep]), ("reward", reward[keep])):
-        out[f"{name}_lower"], out[f"{name}_upper"] = _quantiles(arr, quantiles)
-    return out
-
-
-def _quantiles(arr: np.ndarray, quantiles) -> np.ndarray:
-    """``np.quantile(arr, quantiles, axis=0)`` (method 'linear', the same interpolation formula) by one
-    sort of ``arr`` in place along axis 0: about 4x faster than numpy's partition at 64 draws."""
-    arr.sort(axis=0)  # NaNs last
-    n = arr.shape[0]
-    out = np.empty((len(quantiles),) + arr.shape[1:])
-    for k, q in enumerate(quantiles):
-        pos = (n - 1) * float(q)
-        lo = int(np.floor(pos))
-        a, b, t = arr[lo], arr[min(lo + 1, n - 1)], pos - lo
-        diff = b - a
-        out[k] = b - diff * (1 - t) if t >= 0.5 else a + diff * t  # numpy's lerp
-    out[:, np.isnan(arr[-1])] = np.nan
+        out[f"{name}_lower"], out[f"{name}_upper"] = np.quantile(arr, quantiles, axis=0)
     return out
 
 

@@ -54,7 +54,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import scipy.linalg
 
 from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core._threads import one_blas_thread
@@ -62,10 +61,10 @@ from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
 from ._many_modes import ManyModeWalk
-from ._reduced_noise import PrefetchedNoise, ReducedNoise
+from ._reduced_noise import EIG_RTOL, PrefetchedNoise, ReducedNoise, pod_basis
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
-COMPRESS_RTOL = 1e-13
+COMPRESS_RTOL = EIG_RTOL
 #: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
 BATCH_BYTES = 3 << 28
 #: Memory for the arrays of one batch of draws with many modes (the walk's slabs take the gathered data
@@ -114,15 +113,13 @@ class BatchedDraws:
         del blocks
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
-        flat = pbar.reshape(self.K, -1)
-        lam, vec = scipy.linalg.eigh(flat @ flat.T)
-        keep = lam > COMPRESS_RTOL * lam[-1]
-        self.compressed = 2 * int(np.count_nonzero(keep)) < self.K + 1
+        V = pod_basis(pbar, COMPRESS_RTOL)
+        self.compressed = 2 * V.shape[1] < self.K + 1
         # not compressed (the noise is drawn per snapshot) but fewer modes than pairs: the residuals of
         # a draw projected on the modes, r_m = sum_k V_km r_k (fewer modes in the many-mode bands)
-        self.Vp = vec[:, keep] if not self.compressed and np.count_nonzero(keep) < self.K else None
+        self.Vp = V if not self.compressed and V.shape[1] < self.K else None
         if self.compressed or self.Vp is not None:
-            self.V = vec[:, keep]  # (K, M)
+            self.V = V  # (K, M)
             q = np.tensordot(self.V, pbar, axes=(0, 0))
             cq = np.tensordot(self.V, c, axes=(0, 0))
         else:
@@ -131,10 +128,8 @@ class BatchedDraws:
         self.cq = cq  # C q_m: the gamma row of u
         self.Pq = _pad_grid(np.moveaxis(q, 0, -1), self.d, self.periodic)  # (*grid + 2, M)
         # the residual side of b, compressed the same way: r_hat_k = sum_m Wr_km rho_hat_m
-        flat = rhat.reshape(self.K, -1)
-        lam, vec = scipy.linalg.eigh(flat @ flat.T)
-        keep = lam > COMPRESS_RTOL * max(lam[-1], 1e-300)
-        self.Wr = vec[:, keep] if np.count_nonzero(keep) < self.K else None  # (K, M_r)
+        Wr = pod_basis(rhat, COMPRESS_RTOL)
+        self.Wr = Wr if Wr.shape[1] < self.K else None  # (K, M_r)
         rc = rhat if self.Wr is None else np.tensordot(self.Wr, rhat, axes=(0, 0))
         self.Mr = rc.shape[0]
         self.rc = np.moveaxis(rc, 0, -1)  # (*grid, M_r)
@@ -242,9 +237,8 @@ class BatchedDraws:
         the sparse band of ``Xi(.) theta``, None where its pattern is too large)."""
         res, dt_ = self.res, BAND_DTYPE
         if getattr(self, "_res_ops", (None,))[0] != dt_:
-            if res._csr is None:  # the sparse band built by its first use
-                res.xi_theta(res._pad(np.zeros((1,) + self.shape)))
-            csr = res._csr.astype(dt_) if res._csr is not False else None
+            csr = res.xi_band()
+            csr = None if csr is None else csr.astype(dt_)
             self._res_ops = (dt_, [(tb.mass.astype(dt_), tb.stiffness.astype(dt_)) for tb in self.op.tables], csr)
         return self._res_ops
 

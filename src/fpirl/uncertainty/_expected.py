@@ -29,7 +29,7 @@ variances summed over time first (``S_a = sum_i alpha_i s_i^2``, likewise ``S_b`
 with ``X_l[j] = X[j, j + l]`` the bands, ``a_i = A p_i``, ``b_i = B p_i``, ``a'_i = A v_i``,
 ``b'_i = B v_i`` and ``q_i(a, b; a', b') = alpha_i a a' + beta_i (a b' + b a') + c_i b b'``. The
 fields ``p_i`` and ``v_i`` enter through their POD modes (eigenvalues below
-:data:`COMPRESS_RTOL` of the largest dropped), so the operators act on a few fields, not on all
+:data:`fpirl.uncertainty._reduced_noise.EIG_RTOL` of the largest dropped), so the operators act on a few fields, not on all
 snapshots. The gamma row of the bias is ``E sum_k C bar e_k . r_k = sum_{l, j} C_l[j] W[l, j]``.
 Test: the dense covariance of the noise pushed through the residual (brute force).
 """
@@ -37,14 +37,12 @@ Test: the dense covariance of the noise pushed through the residual (brute force
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from ..core._tensor import apply_along_axis
 from ..weakform.assembly import time_pairs
 from ..weakform.matfree import _pad
+from ._reduced_noise import pod_modes
 
-#: Relative eigenvalue cut of the POD of the fields the operators act on.
-COMPRESS_RTOL = 1e-13
 #: The ``3^d`` band fields of the operators are kept between the expectations below this size.
 _BAND_CACHE_BYTES = 1 << 28
 
@@ -81,15 +79,6 @@ def _outer(vectors) -> np.ndarray:
     for v in vectors:
         out = np.multiply.outer(out, v)
     return out
-
-
-def _modes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(V, Y)`` with ``X = V Y`` (rows of ``Y`` the POD modes of the rows of ``X``, tiny ones dropped)."""
-    flat = X.reshape(X.shape[0], -1)
-    lam, V = scipy.linalg.eigh(flat @ flat.T)
-    keep = lam > COMPRESS_RTOL * max(lam[-1], 1e-300)
-    V = V[:, keep]
-    return V, np.tensordot(V, X, axes=(0, 0))
 
 
 def _bilinear(F1: np.ndarray, G: np.ndarray, F2: np.ndarray) -> np.ndarray:
@@ -154,7 +143,7 @@ class ExpectedResidual:
     def _modes_of(self, key, X):
         """``(V, Y, A Y, B Y)``: ``X_i = sum_m V[i, m] Y_m`` (POD modes) and the operators on the modes."""
         if key not in self._cache:
-            V, Y = _modes(X)
+            V, Y = pod_modes(X)
             self._cache[key] = (V, Y) + self._apply(Y)
         return self._cache[key]
 

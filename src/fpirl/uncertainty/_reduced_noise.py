@@ -40,18 +40,26 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance).
+#: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance) and of
+#: every POD of the posterior (:func:`pod_basis`: the time compression, the fields of the expectations).
 EIG_RTOL = 1e-13
 #: Nodes per chunk when the global covariance ``C_c`` is accumulated.
 _CHUNK_NODES = 4096
 
 
-def _modes(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(V, Y)`` with ``X = V Y``, ``Y`` the POD modes of the rows of ``X`` (eigenvalues of ``X X^T``
-    below ``EIG_RTOL`` of the largest dropped)."""
-    lam, V = np.linalg.eigh(X @ X.T)
-    V = V[:, lam > EIG_RTOL * max(lam[-1], 1e-300)]
-    return V, V.T @ X
+def pod_basis(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
+    """``V (K, M)``: the eigenvectors of ``X X^T`` (``X`` flattened to ``K`` rows) whose eigenvalues are
+    above ``rtol`` of the largest, i.e. the time vectors of the POD modes of the rows of ``X``."""
+    flat = X.reshape(X.shape[0], -1)
+    lam, V = np.linalg.eigh(flat @ flat.T)
+    return V[:, lam > rtol * max(lam[-1], 1e-300)]
+
+
+def pod_modes(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """``(V, Y)`` with ``X = V Y`` along the first axis up to the dropped modes (:func:`pod_basis`),
+    ``Y = V^T X`` the POD modes (shape ``(M, *X.shape[1:])``)."""
+    V = pod_basis(X, rtol)
+    return V, (V.T @ X.reshape(X.shape[0], -1)).reshape((-1,) + X.shape[1:])
 
 
 class ReducedNoise:
@@ -110,7 +118,7 @@ class ReducedNoise:
         lc, Uc = np.linalg.eigh(cc)
         self.croot = Uc * np.sqrt(np.clip(lc, 0.0, None))[None, :]
         # the (K+1, n) fields the draws meet, through their POD modes: a few rows for smooth data
-        self.P_modes, self.S2w_modes = _modes(self.P), _modes(self.S2w)
+        self.P_modes, self.S2w_modes = pod_modes(self.P), pod_modes(self.S2w)
 
     def from_normals(self, xi: np.ndarray, eta: np.ndarray | None = None) -> np.ndarray:
         """``y`` from given standard normals ``xi`` ``(S, n, L)`` and ``eta`` ``(S, K + 1)`` (the sampler is

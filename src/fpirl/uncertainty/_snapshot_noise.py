@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse
 
 from ..core._errors import FpirlInputError
 from ._batched import BatchedDraws, draw_vectors
@@ -75,7 +74,7 @@ from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
 from ..weakform.assembly import _threaded
-from ..weakform.matfree import (_SPARSE_PATTERN_BYTES, KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad,
+from ..weakform.matfree import (KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad,
                                 conjugate_gradient, h1_apply)
 from ._posterior import CoefficientPosterior
 from ..estimators.identify import PotentialEstimator
@@ -128,23 +127,21 @@ class _Residuals:
     def _pad(self, q):
         return _pad(q, self.op.grid.periodic)
 
-    def xi_theta(self, P: np.ndarray) -> np.ndarray:
-        """``Xi(q) theta = sum_l shift_l(q) U[l]`` ``(*grid, m)`` from the padded ``P`` ``(*grid + 2, m)``: the
-        band ``U`` as one sparse matrix, built once (as in :meth:`NormalOperator._residuals_sparse`), or
-        ``3^d`` elementwise passes where its pattern would be too large."""
-        op = self.op
+    def xi_band(self):
+        """The band ``U`` of ``Xi(.) theta`` as one sparse matrix on the padded grid, built once
+        (:meth:`fpirl.weakform.matfree.NormalOperator._band_matrix`), or None where its pattern is too large."""
         if self._csr is None:
-            self._csr = False
-            if 4 * 3**op.d * op.grid.size <= _SPARSE_PATTERN_BYTES:
-                d, shape, pshape = op.d, op.shape, P.shape[:-1]
-                j = np.indices(shape).reshape(d, -1)
-                cols = np.stack([np.ravel_multi_index(tuple(j[b] + idx[b] for b in range(d)), pshape)
-                                 for idx in op._shifts], axis=1).astype(np.int32).ravel()
-                data = self.U.transpose(list(range(1, 2 * d, 2)) + list(range(0, 2 * d, 2))).ravel()
-                self._csr = scipy.sparse.csr_matrix((data, cols, np.arange(0, cols.size + 1, 3**d)),
-                                                    shape=(op.grid.size, int(np.prod(pshape))))
-        if self._csr is not False:
-            return (self._csr @ P.reshape(-1, P.shape[-1])).reshape(op.shape + (P.shape[-1],))
+            pshape = tuple(n + 2 for n in self.op.shape)
+            csr = self.op._band_matrix(self.U, pshape)
+            self._csr = False if csr is None else csr
+        return self._csr if self._csr is not False else None
+
+    def xi_theta(self, P: np.ndarray) -> np.ndarray:
+        """``Xi(q) theta = sum_l shift_l(q) U[l]`` ``(*grid, m)`` from the padded ``P`` ``(*grid + 2, m)``: one
+        sparse product (:meth:`xi_band`), or ``3^d`` elementwise passes where its pattern would be too large."""
+        op, csr = self.op, self.xi_band()
+        if csr is not None:
+            return (csr @ P.reshape(-1, P.shape[-1])).reshape(op.shape + (P.shape[-1],))
         r = np.zeros(op.shape + (P.shape[-1],))
         for idx, view in op._views(P):
             r += view * self.U[op._key(idx)][..., None]

@@ -14,6 +14,11 @@ from ..core._threads import one_blas_thread
 _THREADS = min(2, os.cpu_count() or 1)
 
 
+def _prod(xs) -> int:
+    """The product of the sizes ``xs`` as a Python int (int64 arithmetic)."""
+    return int(np.prod(xs, dtype=np.int64))
+
+
 def _threaded(work, items) -> None:
     """``work(part)`` on interleaved parts of ``items`` in up to two threads (numpy's einsum loops
     release the GIL; BLAS calls elsewhere already use both cores)."""
@@ -81,18 +86,17 @@ _BETWEEN_DOUBLES = 2**25
 
 def _first_half(S: np.ndarray, tables, shape, r, h: int, P: np.ndarray) -> None:
     """Axes ``0 .. h-1`` of the moment ``S`` into ``P (L_h, 3, T)``, in chunks of the trailing index ``T``."""
-    prod = lambda xs: int(np.prod(xs, dtype=np.int64))  # noqa: E731
-    T = prod(shape[h:])
-    S2 = S.reshape(prod(shape[:h]), T)
+    T = _prod(shape[h:])
+    S2 = S.reshape(_prod(shape[:h]), T)
     P4 = P.reshape(P.shape[0] // r[h - 1], r[h - 1], P.shape[1], T)
-    inter = max([prod(r[: b + 1]) * 3 * prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
-    step = max(1, _CHUNK_DOUBLES // max(prod(shape[:h]), inter))
+    inter = max([_prod(r[: b + 1]) * 3 * _prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
+    step = max(1, _CHUNK_DOUBLES // max(_prod(shape[:h]), inter))
 
     def work_on(starts):
-        xbuf, work = touched_empty(prod(shape[:h]) * step), [touched_empty(inter * step) for _ in range(2)]
+        xbuf, work = touched_empty(_prod(shape[:h]) * step), [touched_empty(inter * step) for _ in range(2)]
         for t0 in starts:
             w = min(step, T - t0)
-            Xc = xbuf[: prod(shape[:h]) * w].reshape(-1, w)
+            Xc = xbuf[: _prod(shape[:h]) * w].reshape(-1, w)
             np.copyto(Xc, S2[:, t0 : t0 + w])
             _walk(Xc.reshape(1, shape[0], -1), tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + w], work)
 
@@ -102,10 +106,9 @@ def _first_half(S: np.ndarray, tables, shape, r, h: int, P: np.ndarray) -> None:
 
 def _second_half(P: np.ndarray, tables, shape, r, h: int, out4: np.ndarray) -> None:
     """Axes ``h .. d-1`` of ``P (L_h, states, T)`` into ``out4``, in chunks of the leading index."""
-    prod = lambda xs: int(np.prod(xs, dtype=np.int64))  # noqa: E731
     d = len(shape)
     n_h, T, L = P.shape[1], P.shape[2], P.shape[0]
-    inter = max([prod(r[h : b + 1]) * 3 * prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
+    inter = max([_prod(r[h : b + 1]) * 3 * _prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
     step = max(1, _CHUNK_DOUBLES // max(n_h * T, inter))
 
     def work_on(starts):
@@ -182,17 +185,16 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
         return np.zeros(full)
     tables = [_state_tables({k: m[rows[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
     h = d // 2
-    prod = lambda xs: int(np.prod(xs, dtype=np.int64))  # noqa: E731
-    T, n_h = prod(shape[h:]), 3 if h else 1
-    out = touched_empty(prod(r))
-    inner = prod(r[h : d - 1])
-    out4 = out.reshape(prod(r[:h]), inner, r[d - 1], 1, 1)
+    T, n_h = _prod(shape[h:]), 3 if h else 1
+    out = touched_empty(_prod(r))
+    inner = _prod(r[h : d - 1])
+    out4 = out.reshape(_prod(r[:h]), inner, r[d - 1], 1, 1)
     if not h:
         _second_half(S.reshape(1, 1, -1), tables, shape, r, 0, out4)
     else:
         # the array between the halves for a block of rows of the first axis at a time (the moment is
         # read once per block): at most _BETWEEN_DOUBLES, kept from block to block
-        per_row = prod(r[1:h]) * n_h * T
+        per_row = _prod(r[1:h]) * n_h * T
         c0 = max(1, min(r[0], _BETWEEN_DOUBLES // per_row))
         c0 = -(-r[0] // -(-r[0] // c0))  # equal blocks
         P = touched_empty(c0 * per_row)
@@ -202,7 +204,7 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
             tabs = [[w[i0:i1] for w in tables[0]]] + tables[1:]
             Pc = P[: (i1 - i0) * per_row].reshape(-1, n_h, T)
             _first_half(S, tabs, shape, rc, h, Pc)
-            rows_per = prod(r[1:h])
+            rows_per = _prod(r[1:h])
             _second_half(Pc, tabs, shape, rc, h, out4[i0 * rows_per : i1 * rows_per])
     if progress is not None:
         progress.update(d)

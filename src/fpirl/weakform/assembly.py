@@ -311,7 +311,6 @@ def contract_moments(moments: DataMoments, tables, progress=None) -> NormalEquat
     d = len(tables)
     n_coef = int(np.prod([tb.hermite.n_dofs for tb in tables]))
     with one_blas_thread():
-        # the contraction frees the moment it is given when that is the only reference: keep ours
         X = normal_matrix_contraction(moments.second, [tb.v for tb in tables], progress)
         # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
         X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))

@@ -314,19 +314,15 @@ class NormalOperator:
 
         _threaded(work, slabs)
 
-    def _residuals_sparse(self, U: np.ndarray, P: np.ndarray):
-        """All ``r_k = sum_l shift_l(pbar_k) U[l]`` as one sparse-times-dense product, or None.
-
-        The band ``U`` is a sparse ``n_nodes x n_padded`` matrix with ``3^d`` entries per row (the
-        column pattern is fixed and cached); scipy's compiled CSR product then replaces ``3^d``
-        elementwise passes (2-3x less CPU). Used while the cached pattern stays under
-        ``_SPARSE_PATTERN_BYTES``.
-        """
-        d, shape, K = self.d, self.shape, P.shape[-1]
+    def _band_matrix(self, U: np.ndarray, pshape):
+        """The band ``U`` as a sparse ``n_nodes x n_padded`` CSR matrix (``3^d`` entries per row, on the
+        padded grid of shape ``pshape``; the column pattern is fixed and cached), or None when the
+        pattern would exceed ``_SPARSE_PATTERN_BYTES``."""
+        d, shape = self.d, self.shape
         n_band = 3**d * self.grid.size
         if 4 * n_band > _SPARSE_PATTERN_BYTES:
             return None
-        pshape = P.shape[:-1]
+        pshape = tuple(pshape)
         if getattr(self, "_pattern", None) is None or self._pattern[0] != pshape:
             j = np.indices(shape).reshape(d, -1)
             cols = np.stack([np.ravel_multi_index(tuple(j[b] + idx[b] for b in range(d)), pshape)
@@ -335,8 +331,15 @@ class NormalOperator:
         _, cols, indptr = self._pattern
         # U[l_1, j_1, ..., l_d, j_d] -> data[(j_1..j_d), (l_1..l_d)]
         data = U.transpose(list(range(1, 2 * d, 2)) + list(range(0, 2 * d, 2))).ravel()
-        B = scipy.sparse.csr_matrix((data, cols, indptr), shape=(self.grid.size, int(np.prod(pshape))))
-        return (B @ P.reshape(-1, K)).reshape(shape + (K,))
+        return scipy.sparse.csr_matrix((data, cols, indptr), shape=(self.grid.size, int(np.prod(pshape))))
+
+    def _residuals_sparse(self, U: np.ndarray, P: np.ndarray):
+        """All ``r_k = sum_l shift_l(pbar_k) U[l]`` as one sparse-times-dense product (:meth:`_band_matrix`),
+        or None: scipy's compiled CSR product replaces ``3^d`` elementwise passes (2-3x less CPU)."""
+        B = self._band_matrix(U, P.shape[:-1])
+        if B is None:
+            return None
+        return (B @ P.reshape(-1, P.shape[-1])).reshape(self.shape + (P.shape[-1],))
 
     def _right_hand_sides(self) -> NormalEquations:
         d = self.d
