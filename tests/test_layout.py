@@ -160,7 +160,7 @@ def test_numerics_do_not_import_cli_plotting_or_problems(room):
 
 
 #: third-party packages an fpirl module may import inside a function: the optional extras
-OPTIONAL = ("pyarrow", "zarr", "distributed", "dask", "gymnasium")
+OPTIONAL = ("pyarrow", "zarr", "distributed", "dask", "gymnasium", "cupy")
 
 
 def test_imports_inside_functions_only_for_optional_packages():

@@ -96,6 +96,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "about 2^d times slower), 'mixed-flux' (matrix-free, Gauss points along the derivative axis "
                    "only: as accurate as gauss-flux, about twice the interpolated flux's cost; for 6-D) (default "
                    "auto: chosen by the memory each path would need)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="mixed-flux path (6-D density data): run it on a CUDA GPU through CuPy (default cpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     unc = p.add_argument_group("uncertainty and scale-out (docs/method.md, docs/cluster.md)")
     unc.add_argument("--uncertainty", choices=("auto", "posterior", "bootstrap", "none"), default="auto",
@@ -222,6 +224,7 @@ def _fit_density(args, out) -> int:
         progress=_progress(args),
         solver=args.solver or "auto",
         scheduler=args.scheduler,
+        device=args.device or "cpu",
     )
     est.fit(snapshots)
     from ..mdp.recovery import recover_mdp_from_fit
@@ -274,6 +277,7 @@ def _estimator_params(args, cls, tracks) -> dict:
               "beta": args.beta, "progress": _progress(args)}
     optional = {"ridge": args.ridge, "time_scheme": args.time_scheme, "quadrature_points": args.quadrature_points,
                 "noise_correction": args.noise_correction, "solver": args.solver, "mobility": args.mobility,
+                "device": args.device,
                 "second_lag": {"on": True, "off": False}.get(args.second_lag, args.second_lag),
                 "track_noise": {"on": True, "off": False}.get(args.track_noise, args.track_noise)}
     if args.drift_axes is not None:  # the estimator resolves 'all', 'actions' and the default itself (same as the API)

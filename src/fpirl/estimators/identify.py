@@ -17,6 +17,7 @@ to the constant mode).
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 
@@ -25,6 +26,7 @@ import numpy as np
 from ..weakform import matfree
 from ..weakform.matfree_flux import FluxOperator
 from ..weakform.matfree_gauss import GaussFluxOperator
+from ..weakform._device import DEVICES
 from ..weakform.matfree_mixed import MixedFluxOperator
 from ..core._errors import FpirlInputError
 from ..mdp._fitted import FittedPotentialMixin
@@ -39,34 +41,11 @@ from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
 from ..distributed import accumulate_normal_equations
 from ._ridge import DEFAULT_RIDGE, GCV_GRID, gcv_ridge  # noqa: F401  (public names of this module)
+from ._solvers import (  # noqa: F401  (public names of this module)
+    ASSEMBLED_MEMORY_LIMIT, BAND_MEMORY_LIMIT, CG_TOL, FLUX_SOLVERS, MATRIX_FREE, SOLVERS, assembled_bytes, band_bytes,
+)
 
 TIME_SCHEMES = ("midpoint", "explicit")
-
-
-#: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
-ASSEMBLED_MEMORY_LIMIT = 3e9
-#: ``solver='auto'`` uses the mixed-flux operator when the exact matrix-free band would need more than this.
-BAND_MEMORY_LIMIT = 3e9
-SOLVERS = ("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux", "mixed-flux")
-MATRIX_FREE = ("matrix-free", "interpolated-flux", "gauss-flux", "mixed-flux")
-#: The matrix-free paths without the exact operator's ``3^d`` band (no snapshot-noise posterior).
-FLUX_SOLVERS = ("interpolated-flux", "gauss-flux", "mixed-flux")
-#: Default relative CG residual per matrix-free path (``cg_tol=None``): the exact path reproduces the
-#: assembled solution to ~1e-8; the interpolated flux stops where the algebraic error in psi is far
-#: below its own O(h^2) quadrature error (docs/method.md, "Interpolated flux").
-CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6, "gauss-flux": 1e-6, "mixed-flux": 1e-6}
-
-
-def band_bytes(grid: Grid) -> float:
-    """Memory estimate of the exact matrix-free product: the band ``U`` and its adjoint ``W``
-    (``3^d`` numbers per node each)."""
-    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
-
-
-def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:
-    """Memory estimate of the assembled path: the banded moment and its contraction states
-    (``~3 x 5^d`` numbers per node) and a few dense ``n_coef x n_coef`` matrices."""
-    return 8.0 * (3 * 5**grid.ndim * grid.size + 4 * float(hermite.n_coef) ** 2)
 
 
 class PotentialEstimator(FittedPotentialMixin):
@@ -121,6 +100,11 @@ class PotentialEstimator(FittedPotentialMixin):
     beta_block : int or None
         With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
         (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).
+    device : {'cpu', 'cuda'}
+        Where the matrix-free products of ``solver='mixed-flux'`` run: ``'cuda'`` batches all POD
+        modes on a GPU through CuPy (an optional dependency; :mod:`fpirl.weakform._device`), same
+        psi to the CG tolerance; the set-up and the other paths stay on the CPU. With ``'auto'``
+        the path must resolve to the mixed flux (6-D sizes), else a one-line error.
 
     Attributes
     ----------
@@ -176,6 +160,7 @@ class PotentialEstimator(FittedPotentialMixin):
         scheduler=None,
         correct_noise=True,
         beta_block=None,
+        device="cpu",
     ):
         self.hermite_elements = hermite_elements
         self.beta = beta
@@ -190,6 +175,7 @@ class PotentialEstimator(FittedPotentialMixin):
         self.cg_tol = cg_tol
         self.correct_noise = correct_noise
         self.beta_block = beta_block
+        self.device = device
 
     # ------------------------------------------------------------------------------------
     def _check_params(self, grid: Grid) -> dict:
@@ -224,6 +210,8 @@ class PotentialEstimator(FittedPotentialMixin):
         if self.cg_tol is not None:
             positive(self.cg_tol, "cg_tol")
         check_block(self.beta_block)
+        if self.device not in DEVICES:
+            raise FpirlInputError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         return {"beta": beta, "ridge": ridge, "elements": elements}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None, *,
@@ -261,6 +249,9 @@ class PotentialEstimator(FittedPotentialMixin):
             solver = "matrix-free" if (streaming or big) and normal_equations is None else "assembled"
             if solver == "matrix-free" and band_bytes(grid) > BAND_MEMORY_LIMIT:
                 solver = "mixed-flux"
+        if self.device != "cpu" and solver != "mixed-flux":
+            raise FpirlInputError(f"device={self.device!r} runs only the mixed-flux products; this fit takes "
+                                  f"solver={solver!r} (use solver='mixed-flux' or device='cpu')")
         if solver in MATRIX_FREE:
             if normal_equations is not None:
                 raise FpirlInputError("normal_equations can only be re-used by the assembled solver")
@@ -403,7 +394,7 @@ class PotentialEstimator(FittedPotentialMixin):
         elif solver == "gauss-flux":
             operator = GaussFluxOperator
         elif solver == "mixed-flux":
-            operator = MixedFluxOperator
+            operator = functools.partial(MixedFluxOperator, device=self.device)
         else:
             operator = matfree.NormalOperator
         op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
@@ -444,5 +435,6 @@ class PotentialEstimator(FittedPotentialMixin):
         self.cg_info_ = info
         self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
                                         cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol),
+                                        **({"device": self.device} if solver == "mixed-flux" else {}),
                                         **({"beta_coarsening": 1} if self.estimate_beta else {}))
         return self

@@ -394,13 +394,16 @@ class NormalOperator:
             out.append(mats)
         return out
 
-    def _trace_term(self, pbar: np.ndarray, mats) -> float:
-        """``sum_k sum_{a,a'} pbar_k . (kron_b Vt_b^{[b=a][b=a']}) pbar_k``: the trace of ``A`` (walk, 3 states)."""
+    def _trace_term(self, pbar: np.ndarray, mats, along=_along) -> float:
+        """``sum_k sum_{a,a'} pbar_k . (kron_b Vt_b^{[b=a][b=a']}) pbar_k``: the trace of ``A`` (walk, 3 states).
+
+        ``along(x, axis, M)`` applies ``M`` to one axis (another array namespace: :mod:`fpirl.weakform._device`).
+        """
         d = self.d
         s0, s1, s2 = pbar, None, None  # no mark, one mark (first of a < a'), both marks
         for b in range(d):
             m = [mats[b][k] for k in ((0, 0), (1, 0), (0, 1), (1, 1))]
-            ap = lambda M, x: _along(x, 1 + b, M)  # noqa: E731
+            ap = lambda M, x: along(x, 1 + b, M)  # noqa: E731
             n2 = ap(m[3], s0)  # both marks on this axis
             if s1 is not None:
                 n2 += 2.0 * ap(m[2], s1)  # second mark here: (a, a') and (a', a) give equal traces
@@ -408,7 +411,7 @@ class NormalOperator:
                 n2 += ap(m[0], s2)
             n1 = ap(m[1], s0) + (ap(m[0], s1) if s1 is not None else 0.0)
             s0, s1, s2 = ap(m[0], s0), n1, n2
-        return float(np.vdot(pbar, s2))
+        return float(np.vdot(pbar, s2)) if isinstance(pbar, np.ndarray) else float((pbar * s2).sum())
 
 
 # the solver lives in a private module; re-exported here as the public entry points

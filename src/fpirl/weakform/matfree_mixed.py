@@ -47,6 +47,7 @@ import numpy as np
 
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
+from ._device import DEVICES, BatchedMixedFlux, array_namespace
 from .assembly import _threaded
 from .matfree_flux import FluxOperator, hat_derivative_matrix
 from .matfree_gauss import gauss_tables
@@ -81,14 +82,23 @@ class MixedFluxOperator(FluxOperator):
     ``derivative`` (``'nodal'`` or ``'gauss'``) and ``transverse`` (``'nodal'``, ``'corrected'`` or
     ``'gauss'``), keywords. ``('nodal', 'nodal')`` is the interpolated flux, ``('gauss', 'gauss')``
     the Gauss-point flux (2 points per FE cell); the default ``('gauss', 'corrected')`` costs about
-    twice the interpolated flux.
+    twice the interpolated flux. ``device='cuda'`` runs the products on a GPU through CuPy (all
+    POD modes batched, :mod:`fpirl.weakform._device`; the set-up stays on the CPU); it needs a
+    factored transverse rule (``'nodal'`` or ``'corrected'``).
     """
 
-    def __init__(self, source, hermite, *, derivative: str = "gauss", transverse: str = "corrected", **kwargs):
+    def __init__(self, source, hermite, *, derivative: str = "gauss", transverse: str = "corrected",
+                 device: str = "cpu", **kwargs):
         if derivative not in DERIVATIVE_RULES or transverse not in TRANSVERSE_RULES:
             raise FpirlInputError(f"unknown flux rule ({derivative!r}, {transverse!r}): derivative one of "
                                   f"{DERIVATIVE_RULES}, transverse one of {TRANSVERSE_RULES}")
-        self.derivative, self.transverse = derivative, transverse
+        if device not in DEVICES:
+            raise FpirlInputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        if device != "cpu" and transverse == "gauss":
+            raise FpirlInputError("device='cuda' needs the 'nodal' or 'corrected' transverse rule")
+        self.derivative, self.transverse, self.device = derivative, transverse, device
+        self._xp = array_namespace(device)  # fails early when CuPy or the GPU is missing
+        self._batched = None
         super().__init__(source, hermite, **kwargs)
 
     # --- the 1-D rules ----------------------------------------------------------------------
@@ -122,6 +132,15 @@ class MixedFluxOperator(FluxOperator):
             # X_a = (P^d_a P_t,a^{-1}) on axis a applied to Y = (otimes_b P_t,b) q
             self._Xa = [rules_d[a][1] @ np.linalg.inv(self._Pt[a]) for a in range(d)]
             self._identity_density = self.transverse == "nodal"
+
+    def _right_hand_sides(self):
+        """On a device: the set-up's pass over the time pairs batched there (:mod:`fpirl.weakform._device`)."""
+        if self.device == "cpu":
+            return super()._right_hand_sides()
+        self._setup_flux()
+        self._batched = BatchedMixedFlux(self, self._xp)
+        ne, self.trace, self.marginals = self._batched.right_hand_sides()
+        return ne
 
     def _accumulators(self) -> list[np.ndarray]:
         return [np.zeros(tuple(r[1].shape[0] for r in rules)) for rules in self._rules]
@@ -162,6 +181,11 @@ class MixedFluxOperator(FluxOperator):
 
     # --- products ---------------------------------------------------------------------------
     def _matvec(self, c: np.ndarray) -> np.ndarray:
+        if self.device != "cpu":
+            if self._batched is None:
+                self._batched = BatchedMixedFlux(self, self._xp)
+            self.n_matvec += 1
+            return self._batched.matvec(c)
         g = self._gradients(c)
         if self._modes is not None:
             parts = [list(enumerate(self._modes))]
