@@ -187,6 +187,8 @@ class BatchedMixedFlux:
         marg = Marginals(op.shape)
         for _, (pbar, pdot) in op._pbar_chunks():
             marg.add(pbar)
+            if op._pod is not None:  # the POD in the same pass (NormalOperator._setup); the trace stays here
+                op._pod.add(pbar)
             for s in range(0, pbar.shape[0], K):
                 q, qdot = xp.asarray(pbar[s:s + K]), xp.asarray(pdot[s:s + K])
                 trace += op._trace_term(q, tmats, along=lambda x, axis, M: _along(xp, x, axis, M))

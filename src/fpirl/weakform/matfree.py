@@ -178,13 +178,14 @@ class NormalOperator:
         if self._pod is not None:
             if self._pod.fed:
                 self._modes, self.n_modes = self._pod.modes(self.shape)
+            else:  # a subclass with its own right-hand sides
+                self._compress(compress)
+            if getattr(self, "trace", None) is None:
                 # tr A = sum_k pbar_k^T T pbar_k = sum_m q_m^T T q_m (Q^T Q = Pbar^T Pbar): from the modes,
                 # or, when the POD gave up (noisy data), one more pass over the snapshots
                 mats = self._trace_matrices()
                 parts = [self._modes] if self._modes is not None else (p for _, (p, _) in self._pbar_chunks())
                 self.trace = float(sum(self._trace_term(p, mats) for p in parts))
-            else:  # a subclass with its own right-hand sides
-                self._compress(compress)
             self._pod = None
 
     # --- coefficient <-> (j, l) band --------------------------------------------------------
@@ -372,7 +373,7 @@ class NormalOperator:
             for idx, view in self._views(P):
                 Wg[self._key(idx)] += np.einsum(expr, G, view)
                 Wc[self._key(idx)] += np.einsum(expr, C, view)
-        self.trace = trace
+        self.trace = trace if self._pod is None else None  # None: from the modes (see _setup)
         self.marginals = marg.normalised()
         return NormalEquations(None, self._adjoint(Wg).ravel(), self._adjoint(Wc).ravel(), gg, gc, cc, n_rows)
 

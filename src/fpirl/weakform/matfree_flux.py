@@ -156,7 +156,10 @@ class FluxOperator(NormalOperator):
         trace_mats = self._flux_trace_matrices()
         marg = Marginals(self.shape)
         for _, (pbar, pdot) in self._pbar_chunks():
-            trace += self._trace_term(pbar, trace_mats)
+            if self._pod is not None:  # the trace then follows from the modes (NormalOperator._setup)
+                self._pod.add(pbar)
+            else:
+                trace += self._trace_term(pbar, trace_mats)
             marg.add(pbar)
             for q, qdot in zip(pbar, pdot):
                 g = apply_along_axes(qdot, self._mass)
@@ -170,9 +173,12 @@ class FluxOperator(NormalOperator):
                 n_rows += g.size
                 self._accumulate_residual(q, g, hg)
                 self._accumulate_residual(q, c, hc)
-        self.trace = trace
+        self.trace = trace if self._pod is None else None
         self.marginals = marg.normalised()
         return NormalEquations(None, self._gradients_adjoint(hg), self._gradients_adjoint(hc), gg, gc, cc, n_rows)
+
+    def _trace_matrices(self):
+        return self._flux_trace_matrices()
 
     def _flux_trace_matrices(self):
         """Per axis: ``H^{uv}[m, m'] = (T^{u T} T^v)[m, m'] (E^v E^{u T})[m', m]`` for ``u, v in {0, 1}``."""
