@@ -11,6 +11,8 @@ in this process:
 * the operator's set-up (right-hand sides, trace, POD) on the CPU and on the device, then the product
   ``A c`` three times on the CPU (the per-mode loop, the default) and five times batched on the device (the
   first fills the points cache), with the relative differences of the two set-ups and products;
+* with ``--cli d:N``: ``fpirl fit FILE --device cuda`` and ``--device cpu`` on a written density file
+  (wall time end to end, ψ error, the result's variables);
 * with ``--fit``: whole fits (``PotentialEstimator(solver='mixed-flux', device=...)``): wall time, CG
   iterations, psi error, peak host RSS and (cuda) peak device memory.
 
@@ -109,6 +111,8 @@ def main():
     ap.add_argument("--cases", default="5:10,6:10", help="d:N[:DEVICES][,...]; DEVICES (e.g. cuda+cpu) overrides --fit")
     ap.add_argument("--fit", default="", help="devices of whole fits, e.g. cuda,cpu (empty: none)")
     ap.add_argument("--no-operator", action="store_true", help="whole fits only")
+    ap.add_argument("--cli", metavar="d:N", help="also write that density file and time `fpirl fit --device cuda` "
+                    "and `--device cpu` on it (bench_dims.run_cli)")
     ap.add_argument("--xp", choices=("cupy", "numpy"), default="cupy")
     args = ap.parse_args()
     if args.xp == "cupy":
@@ -127,6 +131,15 @@ def main():
             operator_case(d, N, xp)
         for device in filter(None, devices[0].split("+") if devices else args.fit.split(",")):
             fit_case(d, N, device)
+    if args.cli:
+        import tempfile
+
+        from bench_dims import run_cli
+
+        d, N = map(int, args.cli.split(":"))
+        with tempfile.TemporaryDirectory() as tmp:
+            for device in ("cuda", "cpu") if xp is not np else ("cpu",):
+                run_cli(d, N, 19, tmp, ["--solver", "mixed-flux", "--device", device])
 
 
 if __name__ == "__main__":

@@ -107,9 +107,10 @@ def run_case(d, N, solver, steps):
     print(json.dumps(out), flush=True)
 
 
-def run_cli(d, N, steps, folder):
+def run_cli(d, N, steps, folder, extra=()):
     """The user's path: write a d-D density file (state and action axes), then time ``fpirl fit`` on it
-    with default options (the path, CG tolerance, MDP recovery and uncertainty as the CLI picks them)."""
+    with default options (the path, CG tolerance, MDP recovery and uncertainty as the CLI picks them)
+    and the options ``extra``."""
     from fpirl import DensitySnapshots, Grid
     from fpirl.weakform._separable import SeparableProblem
     from fpirl.io import read_result, write_density
@@ -120,10 +121,11 @@ def run_cli(d, N, steps, folder):
     grid = Grid([-1.0] * d, [1.0] * d, N, names=[f"s{b}" for b in range(half)] + [f"a{b}" for b in range(d - half)],
                 roles=["state"] * half + ["action"] * (d - half))
     path, out = os.path.join(folder, f"density_{d}d.nc"), os.path.join(folder, f"fit_{d}d.nc")
-    write_density(path, DensitySnapshots(grid, data.times, data.values[0 : data.n_times]))
+    if not os.path.exists(path):
+        write_density(path, DensitySnapshots(grid, data.times, data.values[0 : data.n_times]))
     t0 = time.perf_counter()
-    res = subprocess.run([os.path.join(os.path.dirname(sys.executable), "fpirl"), "fit", path, "-o", out,
-                          "--beta", "2", "--hermite-elements", "3", "--no-progress"], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "fpirl.cli", "fit", path, "-o", out, "--beta", "2",
+                          "--hermite-elements", "3", "--no-progress", *extra], capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if res.returncode != 0:
         raise SystemExit(f"fpirl fit failed: {res.stderr.strip()}")
@@ -135,6 +137,7 @@ def run_cli(d, N, steps, folder):
 
     print(res.stdout.strip())
     print(json.dumps({"d": d, "nodes_per_axis": N, "cli_wall_s": wall, "solver": ds.attrs["solver_solver"],
+                      "options": " ".join(extra), "device": ds.attrs.get("solver_device", "cpu"),
                       "psi_rel_error": problem.error(Fitted),
                       "cli_peak_rss_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6,
                       "variables": sorted(ds.data_vars), "load_1min": os.getloadavg()[0]}), flush=True)
