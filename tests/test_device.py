@@ -116,3 +116,27 @@ def test_cuda_product_and_fit_equal_the_cpu_ones(rng):
             for dev in ("cpu", "cuda")]
     np.testing.assert_allclose(fits[1].coef_, fits[0].coef_, rtol=0, atol=1e-6 * np.abs(fits[0].coef_).max())
     assert fits[1].settings_["device"] == "cuda"
+
+
+def test_fit_device_option_errors_are_one_line(rng, tmp_path, capsys):
+    """``fpirl fit --device``: a path other than the mixed flux (and, without a GPU, CuPy or the device
+    missing) is a one-line error with exit 2 and no result file; the option is refused for tables."""
+    from fpirl.cli import main
+    from fpirl.io import write_density
+
+    data = tmp_path / "d.nc"
+    write_density(data, snapshots(rng, "periodic", [6, 6]))
+    out = tmp_path / "r.nc"
+    cases = [(["--solver", "assembled", "--device", "cuda"], "runs only the mixed-flux")]
+    if not _gpu():
+        cases.append((["--solver", "mixed-flux", "--device", "cuda"], "device='cuda'"))
+    for extra, message in cases:
+        rc = main(["fit", str(data), "-o", str(out), "--beta", "1", "--hermite-elements", "2", "--no-progress", *extra])
+        err = capsys.readouterr().err.strip()
+        assert rc == 2 and message in err and len(err.splitlines()) == 1, err
+        assert not out.exists()
+    table = tmp_path / "t.csv"
+    table.write_text("track,time,x\n" + "".join(f"{k},{t},{0.1 * t + k}\n" for k in range(2) for t in range(5)))
+    rc = main(["fit", str(table), "-o", str(out), "--track", "track", "--time", "time", "--state", "x",
+               "--device", "cuda", "--no-progress"])
+    assert rc == 2 and "--device" in capsys.readouterr().err and not out.exists()
