@@ -293,3 +293,18 @@ def test_fit_writes_the_reward_of_the_state_gradient(valid_data, tmp_path, cli):
                       gamma=ds.attrs["gamma"])
     np.testing.assert_allclose(ds["reward"].values, mdp.reward, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(ds["policy"].values, mdp.policy, rtol=1e-10)
+
+
+def test_fit_notes_say_when_the_bands_leave_out_the_discretisation_error():
+    """The note appears only for a snapshot-noise posterior without the resolution column."""
+    from types import SimpleNamespace
+
+    from fpirl.cli._common import _fit_notes
+
+    est = SimpleNamespace(settings_={"ridge_relative": 1e-9, "ridge_selection": "fixed"}, penalty_=1e-6)
+    note = "leave out the grid's discretisation error"
+    for extra, shown in (({"uncertainty_noise": "multiplicative", "uncertainty_resolution": 0}, True),
+                         ({"uncertainty_noise": "additive", "uncertainty_resolution": 0}, True),
+                         ({"uncertainty_noise": "multiplicative", "uncertainty_resolution": 1}, False),
+                         ({"uncertainty": "bootstrap"}, False), (None, False)):
+        assert any(note in line for line in _fit_notes(est, object(), extra)) is shown, extra

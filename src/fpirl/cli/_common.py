@@ -84,9 +84,10 @@ def _output_netcdf(path, inputs=()) -> Path:
     return check_output_path(path, NETCDF_SUFFIXES, inputs)
 
 
-def _fit_notes(est, mdp) -> list[str]:
-    """Lines for the success message of ``fpirl fit``: what the ridge was, and why Q, policy and
-    reward are missing when they are."""
+def _fit_notes(est, mdp, extra=None) -> list[str]:
+    """Lines for the success message of ``fpirl fit``: what the ridge was, why Q, policy and
+    reward are missing when they are, and (``extra``: the result's uncertainty attributes) when the
+    snapshot-noise bands leave out the grid's discretisation error."""
     settings = est.settings_
     rel = settings.get("ridge_relative")
     how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
@@ -99,6 +100,12 @@ def _fit_notes(est, mdp) -> list[str]:
         axes = ", ".join(f"{n} ({r})" for n, r in zip(grid.names, grid.roles))
         lines.append(f"Q-value, policy and reward not computed: the data have no {missing} axis (axes: {axes}); "
                      "the MDP needs at least one state and one action axis (the potential psi is in the result)")
+    extra = extra or {}
+    if extra.get("uncertainty_noise") in ("multiplicative", "additive") and extra.get("uncertainty_resolution") == 0:
+        lines.append("potential_std and the bands leave out the grid's discretisation error: the FE grid cannot "
+                     "be halved (an odd number of elements on an axis, or too few nodes for the Hermite space); "
+                     "where the grid has few nodes per Hermite element they can be too narrow (docs/method.md, "
+                     "'Discretisation error')")
     return lines
 
 

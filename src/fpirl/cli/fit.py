@@ -240,7 +240,7 @@ def _fit_density(args, out) -> int:
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
         f"beta={est.beta_:.6g}, ridge={est.penalty_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
     )
-    for line in _fit_notes(est, mdp):  # the ridge (relative vs absolute); why Q, policy, reward may be missing
+    for line in _fit_notes(est, mdp, extra):  # the ridge; why Q, policy, reward may be missing; the bands' scope
         print(f"fpirl fit: {line}")
     _print_uncertainty(extra)
     return EXIT_OK
