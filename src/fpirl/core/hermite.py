@@ -257,18 +257,30 @@ class HermiteSpace:
         return coef - np.sum(self.mean_functional() * coef) * self.constant_mode()
 
     def h1_seminorm_matrix(self) -> np.ndarray:
-        """Gram matrix of ``int grad psi . grad psi``, i.e. ``sum_a kron_b (G1 if b == a else G0)``."""
+        """Gram matrix of ``int grad psi . grad psi``, i.e. ``sum_a kron_b (G1 if b == a else G0)``.
+
+        Over the leading axes ``S = sum_a kron_b (G1 if b == a else G0)`` and ``T = kron_b G0``; one
+        axis more: ``S <- kron(S, G0_b) + kron(T, G1_b)``, ``T <- kron(T, G0_b)``. The last axis writes
+        both Kronecker products straight into the result by broadcasting (row blocks of the second:
+        no full-size temporaries; fresh memory is costly).
+        """
         g0 = [ax.gram(0) for ax in self.axes]
         g1 = [ax.gram(1) for ax in self.axes]
-        # over the leading axes S = sum_a kron_b (G1 if b == a else G0) and T = kron_b G0; one axis
-        # more: S <- kron(S, G0_b) + kron(T, G1_b), T <- kron(T, G0_b) (two full-size products in all)
+        if self.ndim == 1:
+            return g1[0].copy()
         S, T = g1[0], g0[0]
-        for b in range(1, self.ndim):
+        for b in range(1, self.ndim - 1):
             S = np.kron(S, g0[b])
             S += np.kron(T, g1[b])
-            if b < self.ndim - 1:
-                T = np.kron(T, g0[b])
-        return S.copy() if self.ndim == 1 else S
+            T = np.kron(T, g0[b])
+        n, k = S.shape[0], g0[-1].shape[0]
+        out = np.empty((n * k, n * k))
+        out4 = out.reshape(n, k, n, k)
+        np.multiply(S[:, None, :, None], g0[-1][None, :, None, :], out=out4)
+        step = max(1, 2**18 // (n * k * k))
+        for i in range(0, n, step):
+            out4[i : i + step] += T[i : i + step, None, :, None] * g1[-1][None, :, None, :]
+        return out
 
     def __repr__(self):
         return f"HermiteSpace(elements={self.elements}, periodic={self.periodic}, n_coef={self.n_coef})"

@@ -311,10 +311,10 @@ class PotentialEstimator(FittedPotentialMixin):
             if not self.estimate_beta or fixed is not None:
                 gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}
-                theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep)
+                theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep, overwrite=True)  # M: this call's own
                 self._factor = (float(lam), keep.get("factor"))  # the posterior's K (beta given): reused there
                 return theta, gamma, None
-            y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
+            y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1), overwrite=True).T
             schur = ne.cc - float(ne.xtc @ y2)
             gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")
             return -(y1 + gamma * y2), float(gamma), schur

@@ -177,12 +177,52 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
     ndarray, shape ``(n_dofs_1**2, ..., n_dofs_d**2)``
         ``X`` (not yet symmetrised) at the pair indices ``i_b * n_dofs_b + i'_b`` per axis.
     """
+    X, rows, full = _nonzero_contraction(S, vtables, progress)
+    if X.shape == full:
+        return X
+    out = np.zeros(full)
+    out[np.ix_(*rows)] = X
+    return out
+
+
+def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
+    """The symmetric normal matrix ``A = X + X^T`` of :func:`normal_matrix_contraction`, ``(n_coef, n_coef)``
+    with ``n_coef = prod(dofs)`` (``dofs``: the Hermite dofs per axis), row ``(i_1, ..., i_d)`` and column
+    ``(i'_1, ..., i'_d)`` in C order.
+
+    The result's memory first serves as the contraction's array between its two halves, then receives
+    the contraction's pair indices ``(i_b, i'_b)`` regrouped into ``(i, i')`` (one scattered copy: no
+    full-size array in the pair layout, no second regrouped copy; fresh memory is costly here).
+    """
+    d, n = len(dofs), _prod(dofs)
+    A = np.empty((n, n))
+    X, rows, _ = _nonzero_contraction(S, vtables, progress, between=A.reshape(-1))
+    # A viewed with the axes (i_1, i'_1, ..., i_d, i'_d); the pair index p_b = i_b * dofs_b + i'_b
+    paired = A.reshape(tuple(dofs) * 2).transpose([k for b in range(d) for k in (b, d + b)])
+    index = []
+    for b, (rb, nb) in enumerate(zip(rows, dofs)):
+        shape = [1] * d
+        shape[b] = rb.size
+        index += [(rb // nb).reshape(shape), (rb % nb).reshape(shape)]
+    if X.size < A.size:
+        A.fill(0.0)
+        paired[tuple(index)] = X
+    else:  # every pair is there: one transposed copy
+        paired[...] = X.reshape(paired.shape)
+    del X
+    return _symmetrised(A)
+
+
+def _nonzero_contraction(S: np.ndarray, vtables, progress=None, between=None):
+    """``(X, rows, full)``: :func:`normal_matrix_contraction` at the pair indices ``rows[b]`` of each axis
+    that are not identically zero, and the full shape. ``between``: a flat float64 buffer to hold the
+    array between the two halves (its size bounds the blocks), else one is allocated."""
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
     r = [x.size for x in rows]
     full = tuple(len(next(iter(v.values()))) for v in vtables)
     if min(r) == 0:
-        return np.zeros(full)
+        return np.zeros(tuple(r)), rows, full
     tables = [_state_tables({k: m[rows[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
     h = d // 2
     T, n_h = _prod(shape[h:]), 3 if h else 1
@@ -193,27 +233,24 @@ def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarr
         _second_half(S.reshape(1, 1, -1), tables, shape, r, 0, out4)
     else:
         # the array between the halves for a block of rows of the first axis at a time (the moment is
-        # read once per block): at most _BETWEEN_DOUBLES, kept from block to block
+        # read once per block): at most _BETWEEN_DOUBLES (or the buffer given), kept from block to block
         per_row = _prod(r[1:h]) * n_h * T
-        c0 = max(1, min(r[0], _BETWEEN_DOUBLES // per_row))
+        room = _BETWEEN_DOUBLES if between is None else min(_BETWEEN_DOUBLES, between.size)
+        c0 = max(1, min(r[0], room // per_row))
         c0 = -(-r[0] // -(-r[0] // c0))  # equal blocks
-        P = touched_empty(c0 * per_row)
+        if between is None or between.size < c0 * per_row:
+            between = touched_empty(c0 * per_row)
         for i0 in range(0, r[0], c0):
             i1 = min(i0 + c0, r[0])
             rc = [i1 - i0] + list(r[1:])
             tabs = [[w[i0:i1] for w in tables[0]]] + tables[1:]
-            Pc = P[: (i1 - i0) * per_row].reshape(-1, n_h, T)
+            Pc = between[: (i1 - i0) * per_row].reshape(-1, n_h, T)
             _first_half(S, tabs, shape, rc, h, Pc)
             rows_per = _prod(r[1:h])
             _second_half(Pc, tabs, shape, rc, h, out4[i0 * rows_per : i1 * rows_per])
     if progress is not None:
         progress.update(d)
-    X = out.reshape(tuple(r))  # (r_0, ..., r_{d-1})
-    if X.shape == full:
-        return X
-    out = np.zeros(full)
-    out[np.ix_(*rows)] = X
-    return out
+    return out.reshape(tuple(r)), rows, full
 
 
 def _symmetrised(X: np.ndarray, block: int = 256) -> np.ndarray:

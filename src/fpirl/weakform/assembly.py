@@ -51,7 +51,8 @@ from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core.quadrature import composite_rule, merged_breakpoints
 from ._moments import (  # noqa: F401 (re-exported)
     MODE_RTOL, OFFSETS_S, _first_moment, _second_moment, _shift, _shift_nd, time_modes)
-from ._contraction import _symmetrised, _threaded, normal_matrix_contraction, placement_contraction  # noqa: F401 (re-exported)
+from ._contraction import (  # noqa: F401 (re-exported)
+    _symmetrised, _threaded, normal_matrix, normal_matrix_contraction, placement_contraction)
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
 
@@ -308,15 +309,8 @@ def reusable_moments(given: DataMoments | None, source, snapshots: DensitySnapsh
 
 def contract_moments(moments: DataMoments, tables, progress=None) -> NormalEquations:
     """The normal equations of the Hermite space of ``tables`` from the data moments (paper section 4.3)."""
-    d = len(tables)
-    n_coef = int(np.prod([tb.hermite.n_dofs for tb in tables]))
     with one_blas_thread():
-        X = normal_matrix_contraction(moments.second, [tb.v for tb in tables], progress)
-        # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
-        X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
-        # (the regrouped copy, or a view of the contraction's own result: either is free to overwrite)
-        A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(n_coef, n_coef))
-        del X
+        A = normal_matrix(moments.second, [tb.v for tb in tables], [tb.hermite.n_dofs for tb in tables], progress)
         flat = [tb.t_flat for tb in tables]
         xtg = placement_contraction(moments.first_g, flat, 1, progress).ravel()
         xtc = placement_contraction(moments.first_c, flat, 1, progress).ravel()
