@@ -121,8 +121,8 @@ def _second_half(P: np.ndarray, tables, shape, r, h: int, out4: np.ndarray) -> N
         _threaded(work_on, list(range(0, L, step)))
 
 
-#: Doubles per work array of the blocked contraction (16 MB: the chunks stay in cache and reuse their pages).
-_CHUNK_DOUBLES = 2**21
+#: Doubles per work array of the blocked contraction (4 MB: the chunks reuse their pages; the work arrays of both threads stay small).
+_CHUNK_DOUBLES = 2**19
 
 
 def _state_tables(v: dict, first: bool, last: bool) -> list:

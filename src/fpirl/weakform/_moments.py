@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from ._contraction import _threaded, touched_empty
 
@@ -33,6 +34,25 @@ def _shift(a: np.ndarray, shift: int, axis: int, periodic: bool) -> np.ndarray:
         src[axis], dst[axis] = slice(-shift, n), slice(0, n + shift)
     out[tuple(dst)] = a[tuple(src)]
     return out
+
+
+def _shifted_copy(dst: np.ndarray, src: np.ndarray, shifts, periodic: bool) -> None:
+    """``dst[n] = src[n - shifts]`` along the leading ``len(shifts)`` axes (wrapped, or zero outside), block
+    by block into ``dst`` (no shifted temporary, unlike :func:`_shift_nd`)."""
+    parts = []
+    for s, n in zip(shifts, src.shape):
+        if periodic:
+            s %= n
+            parts.append([(slice(s, n), slice(0, n - s))] + ([(slice(0, s), slice(n - s, n))] if s else []))
+        elif abs(s) >= n:
+            dst[...] = 0.0
+            return
+        else:
+            parts.append([(slice(s, n), slice(0, n - s)) if s >= 0 else (slice(0, n + s), slice(-s, n))])
+    if not periodic and any(shifts):
+        dst[...] = 0.0
+    for blocks in itertools.product(*parts):
+        dst[tuple(b[0] for b in blocks)] = src[tuple(b[1] for b in blocks)]
 
 
 def _shift_nd(a: np.ndarray, shifts, periodic: bool, first_axis: int = 0) -> np.ndarray:
@@ -74,6 +94,9 @@ def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: 
     """
     shape = left.shape[1:] if first else left.shape[:-1]
     d = len(shape)
+    if not first and d >= 2:
+        _banded_windows(left, right_padded, offsets, halo, out)
+        return
     sub = "".join(chr(ord("a") + b) for b in range(d - 1))
     expr = f"k{sub},k{sub}->{sub}" if first else f"{sub}k,{sub}k->{sub}"
     lead = (slice(None),) if first else ()
@@ -84,6 +107,29 @@ def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: 
             for idx in offsets:
                 sl = lead + (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
                 np.einsum(expr, la, right_padded[sl], out=oa[_interleaved_index(idx)])
+
+    _threaded(work, list(range(shape[0])))
+
+
+def _banded_windows(left: np.ndarray, right_padded: np.ndarray, offsets, halo: int, out: np.ndarray) -> None:
+    """:func:`_banded_products` (snapshot axis last, ``d >= 2``) with all ``2 halo + 1`` offsets of the last
+    axis at once: per node a ``(1, K) @ (K, 2 halo + 1)`` product against a sliding window of the padded
+    neighbours (a view), written to the offsets of that node, which lie side by side in ``out``.
+
+    Measured (4-D, 15^4 nodes, 49 modes, one thread): 2-3x faster than one product per offset, whose
+    strided writes touch every cache line of ``out`` once per offset of the last axis.
+    """
+    shape = left.shape[:-1]
+    w = 2 * halo + 1
+    prefixes = sorted({tuple(idx[:-1]) for idx in offsets})
+
+    def work(slices):
+        for a in slices:
+            la, oa = left[a][..., None, :], out[a]
+            for p in prefixes:
+                near = right_padded[(a + p[0],) + tuple(slice(i, i + n) for i, n in zip(p[1:], shape[1:-1]))]
+                win = sliding_window_view(near, w, axis=-2)  # (n_2, ..., n_d, K, w)
+                np.matmul(la, win, out=oa[_interleaved_index(p + (slice(None),))][..., None, :])
 
     _threaded(work, list(range(shape[0])))
 
@@ -125,7 +171,7 @@ def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
                 if not periodic and not 0 <= src < shape[0]:
                     dst[...] = 0.0
                 else:
-                    dst[...] = _shift_nd(S[src % shape[0]][_interleaved_index(idx)], delta[1:], periodic)
+                    _shifted_copy(dst, S[src % shape[0]][_interleaved_index(idx)], delta[1:], periodic)
 
     _threaded(work, list(range(shape[0])))
     return S.reshape(tuple(n * n5 for n in shape))
