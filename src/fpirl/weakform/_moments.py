@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from ._contraction import _threaded, touched_empty
 
@@ -160,6 +160,9 @@ def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
     del Q, Qp
     if first:  # few snapshots: the direct products are cheaper than the mirror's copies
         return S.reshape(tuple(n * n5 for n in shape))
+    if d >= 2:  # the products took all offsets of the last axis: mirror them together
+        _mirror_windows(S, shape, sorted({idx[:-1] for idx in half}), periodic)
+        return S.reshape(tuple(n * n5 for n in shape))
     pairs = [(idx, tuple(n5 - 1 - i for i in idx)) for idx in half if tuple(n5 - 1 - i for i in idx) != idx]
 
     def work(slices):
@@ -175,6 +178,46 @@ def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
 
     _threaded(work, list(range(shape[0])))
     return S.reshape(tuple(n * n5 for n in shape))
+
+
+def _mirror_windows(S: np.ndarray, shape, prefixes, periodic: bool) -> None:
+    """The mirror ``S[n, -delta] = S[n - delta, delta]`` of :func:`_second_moment` after
+    :func:`_banded_windows`, which computed all offsets of the last axis for the offset ``prefixes`` of
+    the other axes: per slice of the first axis and mirrored prefix one strided copy.
+
+    For the offset ``j`` (``delta = j - 2``) of the last axis and its node ``m``, the source sits at
+    ``5 (m + j - 2) + 4 - j = 5 m + 4 j - 6`` of the flattened ``(node, offset)`` pairs, so the mirror of
+    the last axis is a view with strides ``(5, 4)`` of those pairs extended by 6 wrapped (or zero)
+    values at each end.
+    """
+    n5 = len(OFFSETS_S)
+    n = shape[-1] * n5
+    pad = n5 * (n5 // 2) - n5 + 1  # 6: the source of (m, j) is n5 m + (n5 - 1) j - pad
+    pairs = [(p, tuple(n5 - 1 - i for i in p)) for p in prefixes if tuple(n5 - 1 - i for i in p) != p]
+
+    def work(slices):
+        lead = tuple(shape[1:-1])
+        ext = np.empty(lead + (n + 2 * pad,))
+        step = ext.strides[-1]
+        for a in slices:
+            for p, mirror in pairs:
+                delta = tuple(OFFSETS_S[i] for i in p)
+                src = a - delta[0]
+                dst = S[a][_interleaved_index(mirror + (slice(None),))]  # (n_2, ..., n_d, 5)
+                if not periodic and not 0 <= src < shape[0]:
+                    dst[...] = 0.0
+                    continue
+                flat = S[src % shape[0]][_interleaved_index(p + (slice(None),))].reshape(lead + (n,))
+                ext[..., pad : pad + n] = flat
+                if periodic:
+                    ext[..., :pad], ext[..., pad + n :] = flat[..., n - pad :], flat[..., :pad]
+                else:
+                    ext[..., :pad] = ext[..., pad + n :] = 0.0
+                view = as_strided(ext, lead + (shape[-1], n5), ext.strides[:-1] + (n5 * step, (n5 - 1) * step),
+                                  writeable=False)
+                _shifted_copy(dst, view, delta[1:], periodic)
+
+    _threaded(work, list(range(shape[0])))
 
 
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
