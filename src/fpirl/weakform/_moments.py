@@ -119,17 +119,22 @@ def _banded_windows(left: np.ndarray, right_padded: np.ndarray, offsets, halo: i
     Measured (4-D, 15^4 nodes, 49 modes, one thread): 2-3x faster than one product per offset, whose
     strided writes touch every cache line of ``out`` once per offset of the last axis.
     """
-    shape = left.shape[:-1]
+    stacked = out.ndim == 2 * (left.ndim - 2) + 1  # several left operands (n..., m, K) into out (m, ...)
+    shape = left.shape[: -2 if stacked else -1]
     w = 2 * halo + 1
     prefixes = sorted({tuple(idx[:-1]) for idx in offsets})
 
     def work(slices):
         for a in slices:
-            la, oa = left[a][..., None, :], out[a]
+            la = left[a] if stacked else left[a][..., None, :]
             for p in prefixes:
                 near = right_padded[(a + p[0],) + tuple(slice(i, i + n) for i, n in zip(p[1:], shape[1:-1]))]
                 win = sliding_window_view(near, w, axis=-2)  # (n_2, ..., n_d, K, w)
-                np.matmul(la, win, out=oa[_interleaved_index(p + (slice(None),))][..., None, :])
+                if stacked:
+                    dst = np.moveaxis(out[:, a][(slice(None),) + _interleaved_index(p + (slice(None),))], 0, -2)
+                else:
+                    dst = out[a][_interleaved_index(p + (slice(None),))][..., None, :]
+                np.matmul(la, win, out=dst)
 
     _threaded(work, list(range(shape[0])))
 
@@ -139,20 +144,20 @@ def _interleaved_index(idx) -> tuple:
     return (idx[0],) + tuple(x for i in idx[1:] for x in (slice(None), i)) + (Ellipsis,)  # a view, also in 1-D
 
 
-def _second_moment(pbar: np.ndarray, periodic: bool) -> np.ndarray:
+def _second_moment(pbar: np.ndarray, periodic: bool, padded=None) -> np.ndarray:
     """Banded ``S[n_1, delta_1, ..., n_d, delta_d] = sum_k pbar_k[n] pbar_k[n + delta]``.
 
     With more than :data:`SNAPSHOTS_FIRST_MAX` snapshots (time modes), half of the ``5^d`` offsets
     come from the mirror relation ``S[n, -delta] = S[n - delta, delta]``, slice by slice of the first
     axis (the slices ``n_1 - delta_1`` it reads are in cache).
     Returned flattened per axis, ``(5 n_1, ..., 5 n_d)`` with the offset fastest, written in
-    place (no transposed copy).
+    place (no transposed copy). ``padded``: ``_padded(pbar, periodic, 2)`` when the caller has it.
     """
     d = pbar.ndim - 1
     n5 = len(OFFSETS_S)
     shape = pbar.shape[1:]
     S = touched_empty(tuple(x for n in shape for x in (n, n5)))
-    Q, Qp = _padded(pbar, periodic, 2)
+    Q, Qp = _padded(pbar, periodic, 2) if padded is None else padded
     first = pbar.shape[0] <= SNAPSHOTS_FIRST_MAX
     offsets = list(itertools.product(range(n5), repeat=d))
     half = offsets if first else [idx for idx in offsets if idx <= tuple(n5 - 1 - i for i in idx)]
@@ -222,12 +227,32 @@ def _mirror_windows(S: np.ndarray, shape, prefixes, periodic: bool) -> None:
 
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:
     """Banded ``Z[j_1, l_1, ...] = sum_k h_k[j] pbar_k[j + l]``, flattened per axis to ``3 n_b``."""
+    return _first_moments([h], pbar, periodic)[0]
+
+
+def _first_moments(hs, pbar: np.ndarray, periodic: bool, padded=None) -> list:
+    """:func:`_first_moment` of each ``h`` in ``hs`` against the same ``pbar``; with many snapshots in one
+    pass over the neighbours (the ``h`` stacked). ``padded``: ``_padded(pbar, periodic, 2)`` when the
+    caller has it (its inner part is the padding by one node needed here)."""
     d = pbar.ndim - 1
-    Z = touched_empty(tuple(x for n in pbar.shape[1:] for x in (n, 3)))
-    _, Qp = _padded(pbar, periodic, 1)
-    H = np.ascontiguousarray(h if h.shape[0] <= SNAPSHOTS_FIRST_MAX else np.moveaxis(h, 0, -1))
-    _banded_products(H, Qp, list(itertools.product(range(3), repeat=d)), 1, Z, h.shape[0] <= SNAPSHOTS_FIRST_MAX)
-    return Z.reshape(tuple(n * 3 for n in pbar.shape[1:]))
+    shape = pbar.shape[1:]
+    first = pbar.shape[0] <= SNAPSHOTS_FIRST_MAX
+    Qp = _padded(pbar, periodic, 1)[1] if padded is None else padded[1][
+        ((slice(None),) if first else ()) + (slice(1, -1),) * d]
+    offsets = list(itertools.product(range(3), repeat=d))
+    if first or d < 2:
+        out = []
+        for h in hs:
+            Z = touched_empty(tuple(x for n in shape for x in (n, 3)))
+            _banded_products(np.ascontiguousarray(h if first else np.moveaxis(h, 0, -1)), Qp, offsets, 1, Z, first)
+            out.append(Z.reshape(tuple(n * 3 for n in shape)))
+        return out
+    Z = touched_empty((len(hs),) + tuple(x for n in shape for x in (n, 3)))
+    H = np.empty(shape + (len(hs), pbar.shape[0]))
+    for i, h in enumerate(hs):
+        np.copyto(H[..., i, :], np.moveaxis(h, 0, -1))
+    _banded_products(H, Qp, offsets, 1, Z)
+    return list(Z.reshape((len(hs),) + tuple(n * 3 for n in shape)))
 
 
 #: Time modes of the snapshots whose singular value is below this fraction of the largest are dropped

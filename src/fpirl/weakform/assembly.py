@@ -50,7 +50,7 @@ from ..core.hermite import HermiteAxis, HermiteSpace
 from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core.quadrature import composite_rule, merged_breakpoints
 from ._moments import (  # noqa: F401 (re-exported)
-    MODE_RTOL, OFFSETS_S, _first_moment, _second_moment, _shift, _shift_nd, time_modes)
+    MODE_RTOL, OFFSETS_S, _first_moment, _first_moments, _padded, _second_moment, _shift, _shift_nd, time_modes)
 from ._contraction import (  # noqa: F401 (re-exported)
     _symmetrised, _threaded, normal_matrix, normal_matrix_contraction, placement_contraction)
 
@@ -284,11 +284,12 @@ def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", 
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
         gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
         W, q = time_modes(pbar)
-        second = _second_moment(q, grid.periodic)
+        padded = _padded(q, grid.periodic, 2)  # for both moments
+        second = _second_moment(q, grid.periodic, padded)
         if W is not None:  # sum_k h_k pbar_k^T = sum_m (W^T h)_m q_m^T
             g, c = (np.tensordot(W, h, axes=(0, 0)) for h in (g, c))
-        first_g = _first_moment(g, q, grid.periodic)
-        first_c = _first_moment(c, q, grid.periodic)
+        first_g, first_c = _first_moments([g, c], q, grid.periodic, padded)
+        del padded
     return DataMoments(second, first_g, first_c, gg=gg, gc=gc, cc=cc, n_rows=n_rows, source=source,
                        settings=(bool(normalize), time_scheme, int(quadrature_points)))
 
