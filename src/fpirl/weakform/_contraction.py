@@ -190,13 +190,14 @@ def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
     with ``n_coef = prod(dofs)`` (``dofs``: the Hermite dofs per axis), row ``(i_1, ..., i_d)`` and column
     ``(i'_1, ..., i'_d)`` in C order.
 
-    The result's memory first serves as the contraction's array between its two halves, then receives
-    the contraction's pair indices ``(i_b, i'_b)`` regrouped into ``(i, i')`` (one scattered copy: no
-    full-size array in the pair layout, no second regrouped copy; fresh memory is costly here).
+    The contraction's pair indices ``(i_b, i'_b)`` are regrouped into ``(i, i')`` by one scattered copy
+    into the result: no full-size array in the pair layout, no second regrouped copy (fresh memory is
+    costly here). (Tried: the result's memory as the array between the contraction's halves, which
+    saves fresh memory below the fit's later peak only, at the price of smaller blocks: no gain.)
     """
     d, n = len(dofs), _prod(dofs)
+    X, rows, _ = _nonzero_contraction(S, vtables, progress)
     A = np.empty((n, n))
-    X, rows, _ = _nonzero_contraction(S, vtables, progress, between=A.reshape(-1))
     # A viewed with the axes (i_1, i'_1, ..., i_d, i'_d); the pair index p_b = i_b * dofs_b + i'_b
     paired = A.reshape(tuple(dofs) * 2).transpose([k for b in range(d) for k in (b, d + b)])
     index = []
@@ -213,10 +214,9 @@ def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
     return _symmetrised(A)
 
 
-def _nonzero_contraction(S: np.ndarray, vtables, progress=None, between=None):
+def _nonzero_contraction(S: np.ndarray, vtables, progress=None):
     """``(X, rows, full)``: :func:`normal_matrix_contraction` at the pair indices ``rows[b]`` of each axis
-    that are not identically zero, and the full shape. ``between``: a flat float64 buffer to hold the
-    array between the two halves (its size bounds the blocks), else one is allocated."""
+    that are not identically zero, and the full shape."""
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
     r = [x.size for x in rows]
@@ -233,13 +233,11 @@ def _nonzero_contraction(S: np.ndarray, vtables, progress=None, between=None):
         _second_half(S.reshape(1, 1, -1), tables, shape, r, 0, out4)
     else:
         # the array between the halves for a block of rows of the first axis at a time (the moment is
-        # read once per block): at most _BETWEEN_DOUBLES (or the buffer given), kept from block to block
+        # read once per block): at most _BETWEEN_DOUBLES, kept from block to block
         per_row = _prod(r[1:h]) * n_h * T
-        room = _BETWEEN_DOUBLES if between is None else min(_BETWEEN_DOUBLES, between.size)
-        c0 = max(1, min(r[0], room // per_row))
+        c0 = max(1, min(r[0], _BETWEEN_DOUBLES // per_row))
         c0 = -(-r[0] // -(-r[0] // c0))  # equal blocks
-        if between is None or between.size < c0 * per_row:
-            between = touched_empty(c0 * per_row)
+        between = touched_empty(c0 * per_row)
         for i0 in range(0, r[0], c0):
             i1 = min(i0 + c0, r[0])
             rc = [i1 - i0] + list(r[1:])
