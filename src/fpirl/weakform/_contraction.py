@@ -191,13 +191,16 @@ def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
     ``(i'_1, ..., i'_d)`` in C order.
 
     The contraction's pair indices ``(i_b, i'_b)`` are regrouped into ``(i, i')`` by one scattered copy
-    into the result: no full-size array in the pair layout, no second regrouped copy (fresh memory is
-    costly here). (Tried: the result's memory as the array between the contraction's halves, which
+    into the result, or, when no pair is dropped, together with the symmetrisation in one pass
+    (:func:`_regrouped_symmetric`): no full-size array in the pair layout, no second regrouped copy
+    (fresh memory is costly here). (Tried: the result's memory as the array between the contraction's halves, which
     saves fresh memory below the fit's later peak only, at the price of smaller blocks: no gain.)
     """
     d, n = len(dofs), _prod(dofs)
-    X, rows, _ = _nonzero_contraction(S, vtables, progress)
+    X, rows, full = _nonzero_contraction(S, vtables, progress)
     A = np.empty((n, n))
+    if X.shape == full and d > 1:
+        return _regrouped_symmetric(X, dofs, A)
     # A viewed with the axes (i_1, i'_1, ..., i_d, i'_d); the pair index p_b = i_b * dofs_b + i'_b
     paired = A.reshape(tuple(dofs) * 2).transpose([k for b in range(d) for k in (b, d + b)])
     index = []
@@ -212,6 +215,21 @@ def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
         paired[...] = X.reshape(paired.shape)
     del X
     return _symmetrised(A)
+
+
+def _regrouped_symmetric(X: np.ndarray, dofs, A: np.ndarray) -> np.ndarray:
+    """``A = X + X^T`` regrouped from the pair layout ``(i_1 i'_1, ..., i_d i'_d)`` of ``X`` into ``(i, i')``
+    in one pass: the block of ``A`` with first-axis dofs ``(i_1, i'_1)`` is the sum of two transposed
+    views of ``X`` (no regrouped copy to symmetrise afterwards)."""
+    d = len(dofs)
+    Xp = X.reshape(tuple(x for nb in dofs for x in (nb, nb)))  # (i_1, i'_1, ..., i_d, i'_d)
+    rows, cols = list(range(0, 2 * d - 2, 2)), list(range(1, 2 * d - 2, 2))  # of Xp[i_1, i'_1]
+    A8 = A.reshape(tuple(dofs) * 2)
+    rest = (slice(None),) * (d - 1)
+    for i in range(dofs[0]):
+        for j in range(dofs[0]):
+            np.add(Xp[i, j].transpose(rows + cols), Xp[j, i].transpose(cols + rows), out=A8[(i,) + rest + (j,) + rest])
+    return A
 
 
 def _nonzero_contraction(S: np.ndarray, vtables, progress=None):
