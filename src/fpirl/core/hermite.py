@@ -271,8 +271,9 @@ class HermiteSpace:
         out = np.empty((n * k, n * k))
         out4 = out.reshape(n, k, n, k)
         np.multiply(S[:, None, :, None], g0[None, :, None, :], out=out4)
-        for i in range(0, n, self._h1_rows(n, k)):
-            out4[i : i + self._h1_rows(n, k)] += T[i : i + self._h1_rows(n, k), None, :, None] * g1[None, :, None, :]
+        step = self._h1_rows(n, k)
+        for i in range(0, n, step):
+            out4[i : i + step] += T[i : i + step, None, :, None] * g1[None, :, None, :]
         return out
 
     def add_h1_seminorm(self, out: np.ndarray, scale: float = 1.0) -> np.ndarray:
