@@ -127,9 +127,10 @@ def _banded_windows(left: np.ndarray, right_padded: np.ndarray, offsets, halo: i
     def work(slices):
         for a in slices:
             la = left[a] if stacked else left[a][..., None, :]
+            # per first-axis offset the windows of its padded slice: (n_2 + 2 halo, ..., n_d, K, w), a view
+            slabs = {i: sliding_window_view(right_padded[a + i], w, axis=-2) for i in {p[0] for p in prefixes}}
             for p in prefixes:
-                near = right_padded[(a + p[0],) + tuple(slice(i, i + n) for i, n in zip(p[1:], shape[1:-1]))]
-                win = sliding_window_view(near, w, axis=-2)  # (n_2, ..., n_d, K, w)
+                win = slabs[p[0]][tuple(slice(i, i + n) for i, n in zip(p[1:], shape[1:-1]))]  # (n_2, ..., K, w)
                 if stacked:
                     dst = np.moveaxis(out[:, a][(slice(None),) + _interleaved_index(p + (slice(None),))], 0, -2)
                 else:
