@@ -43,7 +43,8 @@ def test_banded_moments_equal_brute_force(rng, periodic, K, shape):
     both = _moments._first_moments([h, p], p, periodic, padded)
     np.testing.assert_allclose(both[0], expected, rtol=1e-13)
     np.testing.assert_allclose(both[1], _brute_banded(p, p, periodic, 1), rtol=1e-13)
-    np.testing.assert_allclose(_moments._second_moment(p, periodic, padded), _brute_banded(p, p, periodic, 2), rtol=1e-13)
+    np.testing.assert_allclose(_moments._second_moment(p, periodic, padded), _brute_banded(p, p, periodic, 2),
+                               rtol=1e-13)
 
 
 def test_time_modes_reproduce_the_snapshots_and_drop_only_null_modes(rng):

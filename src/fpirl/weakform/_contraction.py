@@ -121,7 +121,8 @@ def _second_half(P: np.ndarray, tables, shape, r, h: int, out4: np.ndarray) -> N
         _threaded(work_on, list(range(0, L, step)))
 
 
-#: Doubles per work array of the blocked contraction (4 MB: the chunks reuse their pages; the work arrays of both threads stay small).
+#: Doubles per work array of the blocked contraction (4 MB: the chunks reuse their pages; the work arrays
+#: of both threads stay small; 2**17 .. 2**22 ran within 3% of each other).
 _CHUNK_DOUBLES = 2**19
 
 
