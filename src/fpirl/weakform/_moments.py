@@ -200,6 +200,7 @@ def _mirror_windows(S: np.ndarray, shape, prefixes, periodic: bool) -> None:
     n = shape[-1] * n5
     pad = n5 * (n5 // 2) - n5 + 1  # 6: the source of (m, j) is n5 m + (n5 - 1) j - pad
     pairs = [(p, tuple(n5 - 1 - i for i in p)) for p in prefixes if tuple(n5 - 1 - i for i in p) != p]
+    wrapped = np.arange(-pad, n + pad) % n
 
     def work(slices):
         lead = tuple(shape[1:-1])
@@ -214,10 +215,10 @@ def _mirror_windows(S: np.ndarray, shape, prefixes, periodic: bool) -> None:
                     dst[...] = 0.0
                     continue
                 flat = S[src % shape[0]][_interleaved_index(p + (slice(None),))].reshape(lead + (n,))
-                ext[..., pad : pad + n] = flat
-                if periodic:
-                    ext[..., :pad], ext[..., pad + n :] = flat[..., n - pad :], flat[..., :pad]
+                if periodic:  # wrapped, also when the axis has fewer than pad / 5 nodes
+                    np.take(flat, wrapped, axis=-1, out=ext, mode="clip")
                 else:
+                    ext[..., pad : pad + n] = flat
                     ext[..., :pad] = ext[..., pad + n :] = 0.0
                 view = as_strided(ext, lead + (shape[-1], n5), ext.strides[:-1] + (n5 * step, (n5 - 1) * step),
                                   writeable=False)
