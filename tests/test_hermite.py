@@ -165,3 +165,8 @@ def test_h1_seminorm_matrix_is_the_sum_of_kronecker_products(elements, periodic)
     np.testing.assert_allclose(P, expected, rtol=0, atol=1e-13 * np.abs(expected).max())
     P[0, 0] += 1.0  # the result is the caller's own array (no cached Gram matrix is changed)
     np.testing.assert_allclose(space.h1_seminorm_matrix(), expected, rtol=0, atol=1e-13 * np.abs(expected).max())
+    # added in place into another matrix without forming P, and its trace from the 1-D Gram matrices
+    B = np.arange(expected.size, dtype=float).reshape(expected.shape) / expected.size
+    np.testing.assert_allclose(space.add_h1_seminorm(B.copy(), 0.7), B + 0.7 * expected, rtol=0,
+                               atol=1e-13 * np.abs(expected).max())
+    assert space.h1_seminorm_trace() == pytest.approx(np.trace(expected), rel=1e-13)

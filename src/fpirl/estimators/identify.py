@@ -287,25 +287,23 @@ class PotentialEstimator(FittedPotentialMixin):
         scale = np.trace(A) / A.shape[0]
         if not scale > 0:
             raise FpirlInputError("the data carry no information on psi (all-zero density?)")
-        P = hermite.h1_seminorm_matrix()
         m = hermite.mean_functional().ravel()
-        ratio = np.trace(A) / np.trace(P)
+        ratio = np.trace(A) / hermite.h1_seminorm_trace()
 
         def solve(lam, fixed=None):
             """``theta, gamma, schur``; one Cholesky factorisation of ``M = A + lam P + scale m m^T``
             serves both right-hand sides of the bordered system (Schur complement for ``1/beta``);
             ``fixed``: ``1/beta`` given (from the block-averaged data)."""
-            M = P * lam
-            M += A
+            M = hermite.add_h1_seminorm(A.copy(), lam)  # A + lam P, P never formed (fresh memory is costly)
             for i in range(0, M.shape[0], 256):  # + scale m m^T by row blocks (no full-size temporaries)
                 M[i : i + 256] += scale * np.outer(m[i : i + 256], m)
             if not self.estimate_beta or fixed is not None:
                 gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}
-                theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep)
+                theta = solve_spd(M, -(ne.xtg + gamma * ne.xtc), keep, overwrite=True)  # M: this call's own
                 self._factor = (float(lam), keep.get("factor"))  # the posterior's K (beta given): reused there
                 return theta, gamma, None
-            y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1)).T
+            y1, y2 = solve_spd(M, np.stack([ne.xtg, ne.xtc], axis=1), overwrite=True).T
             schur = ne.cc - float(ne.xtc @ y2)
             gamma = (float(ne.xtc @ y1) - ne.gc) / schur if schur != 0 else float("nan")
             return -(y1 + gamma * y2), float(gamma), schur
@@ -315,7 +313,7 @@ class PotentialEstimator(FittedPotentialMixin):
             # with beta estimated, 1/beta is held at its default-ridge estimate while choosing the ridge
             gamma0 = solve(DEFAULT_RIDGE * ratio)[1] if self.estimate_beta else 1.0 / params["beta"]
             hh0 = ne.gg + 2 * gamma0 * ne.gc + gamma0**2 * ne.cc
-            ridge, gcv = gcv_ridge(A, P, m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
+            ridge, gcv = gcv_ridge(A, hermite.h1_seminorm_matrix(), m, ne.xtg + gamma0 * ne.xtc, hh0, ne.n_rows, ratio)
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
         coarsening, correction = 1, getattr(ne, "correction", None)

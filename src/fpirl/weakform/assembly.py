@@ -50,8 +50,9 @@ from ..core.hermite import HermiteAxis, HermiteSpace
 from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core.quadrature import composite_rule, merged_breakpoints
 from ._moments import (  # noqa: F401 (re-exported)
-    MODE_RTOL, OFFSETS_S, _first_moment, _second_moment, _shift, _shift_nd, time_modes)
-from ._contraction import _symmetrised, _threaded, normal_matrix_contraction, placement_contraction  # noqa: F401 (re-exported)
+    MODE_RTOL, OFFSETS_S, _first_moment, _first_moments, _padded, _second_moment, _shift, _shift_nd, time_modes)
+from ._contraction import (  # noqa: F401 (re-exported)
+    _symmetrised, _threaded, normal_matrix, normal_matrix_contraction, placement_contraction)
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
 
@@ -283,11 +284,12 @@ def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", 
         pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
         gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
         W, q = time_modes(pbar)
-        second = _second_moment(q, grid.periodic)
+        padded = _padded(q, grid.periodic, 2)  # for both moments
+        second = _second_moment(q, grid.periodic, padded)
         if W is not None:  # sum_k h_k pbar_k^T = sum_m (W^T h)_m q_m^T
             g, c = (np.tensordot(W, h, axes=(0, 0)) for h in (g, c))
-        first_g = _first_moment(g, q, grid.periodic)
-        first_c = _first_moment(c, q, grid.periodic)
+        first_g, first_c = _first_moments([g, c], q, grid.periodic, padded)
+        del padded
     return DataMoments(second, first_g, first_c, gg=gg, gc=gc, cc=cc, n_rows=n_rows, source=source,
                        settings=(bool(normalize), time_scheme, int(quadrature_points)))
 
@@ -308,15 +310,8 @@ def reusable_moments(given: DataMoments | None, source, snapshots: DensitySnapsh
 
 def contract_moments(moments: DataMoments, tables, progress=None) -> NormalEquations:
     """The normal equations of the Hermite space of ``tables`` from the data moments (paper section 4.3)."""
-    d = len(tables)
-    n_coef = int(np.prod([tb.hermite.n_dofs for tb in tables]))
     with one_blas_thread():
-        X = normal_matrix_contraction(moments.second, [tb.v for tb in tables], progress)
-        # indices are (i_1, i'_1, i_2, i'_2, ...): regroup into (i, i')
-        X = X.reshape(tuple(x for tb in tables for x in (tb.hermite.n_dofs,) * 2))
-        # (the regrouped copy, or a view of the contraction's own result: either is free to overwrite)
-        A = _symmetrised(X.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(n_coef, n_coef))
-        del X
+        A = normal_matrix(moments.second, [tb.v for tb in tables], [tb.hermite.n_dofs for tb in tables], progress)
         flat = [tb.t_flat for tb in tables]
         xtg = placement_contraction(moments.first_g, flat, 1, progress).ravel()
         xtc = placement_contraction(moments.first_c, flat, 1, progress).ravel()
