@@ -142,7 +142,7 @@ def test_discretisation_error_is_covered_in_2d_at_low_noise():
     assert 0.80 <= np.mean(cover) <= 0.92, np.mean(cover)
 
 
-def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
+def test_resolution_column_streamed_equals_in_memory_and_odd_grids_need_memory():
     from fpirl.uncertainty._resolution import resolution_column
     from fpirl.weakform.matfree import StreamingSnapshots
 
@@ -153,8 +153,10 @@ def test_resolution_column_streamed_equals_in_memory_and_needs_even_elements():
     streamed = resolution_column(est, StreamingSnapshots.from_snapshots(s), True)
     assert col.shape == (est.hermite_.n_coef + 1,) and np.abs(col).max() > 0
     np.testing.assert_allclose(streamed, col, rtol=0, atol=1e-7 * np.abs(col).max())
-    odd = _noisy(problem.snapshots(11), 0.05, np.random.default_rng(1))
-    assert resolution_column(PotentialEstimator(hermite_elements=3, beta=2.0).fit(odd), odd, False) is None
+    odd = _noisy(problem.snapshots(11), 0.05, np.random.default_rng(1))  # resampled in memory, not streamed
+    est = PotentialEstimator(hermite_elements=3, beta=2.0).fit(odd)
+    assert np.abs(resolution_column(est, odd, False)).max() > 0
+    assert resolution_column(est, StreamingSnapshots.from_snapshots(odd), False) is None
 
 
 def test_auto_skips_a_costly_matrix_free_posterior(monkeypatch):
