@@ -47,12 +47,19 @@ EIG_RTOL = 1e-13
 _CHUNK_NODES = 4096
 
 
-def pod_basis(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
-    """``V (K, M)``: the eigenvectors of ``X X^T`` (``X`` flattened to ``K`` rows) whose eigenvalues are
-    above ``rtol`` of the largest, i.e. the time vectors of the POD modes of the rows of ``X``."""
+def pod_spectrum(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """``(lam (M,), V (K, M))``: the eigenvalues and eigenvectors of ``X X^T`` (``X`` flattened to ``K``
+    rows) whose eigenvalues are above ``rtol`` of the largest, i.e. the time vectors of the POD modes
+    of the rows of ``X`` and their energies (ascending)."""
     flat = X.reshape(X.shape[0], -1)
     lam, V = np.linalg.eigh(flat @ flat.T)
-    return V[:, lam > rtol * max(lam[-1], 1e-300)]
+    keep = lam > rtol * max(lam[-1], 1e-300)
+    return lam[keep], V[:, keep]
+
+
+def pod_basis(X: np.ndarray, rtol: float = EIG_RTOL) -> np.ndarray:
+    """``V (K, M)`` of :func:`pod_spectrum`."""
+    return pod_spectrum(X, rtol)[1]
 
 
 def pod_modes(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.ndarray]:
@@ -128,20 +135,27 @@ class ReducedNoise:
     def _from_normals(self, xt: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
         """:meth:`from_normals` with ``xi`` in the layout ``(n, L, S)`` (per node one small GEMM)."""
         S = xt.shape[-1]
-        root, pinv = (self.root, self.pinv) if xt.dtype == np.float64 else self._single()
+        single = xt.dtype != np.float64
+        root, pinv, P_modes, S2w_modes = self._single() if single else (
+            self.root, self.pinv, getattr(self, "P_modes", None), getattr(self, "S2w_modes", None))
         y = np.matmul(root, xt)  # (n, L, S)
         y = np.ascontiguousarray(y.transpose(2, 1, 0))  # (S, L, n)
         if self.normalize:
             beta = np.matmul(pinv, xt)  # (n, L, S)
-            t = self.S2w_modes[0] @ (self.S2w_modes[1] @ beta.reshape(self.n, self.L * S))  # (K+1, L S)
+            t = S2w_modes[0] @ (S2w_modes[1] @ beta.reshape(self.n, self.L * S))  # (K+1, L S)
             c = np.einsum("ik,kis->sk", self.mix, t.reshape(self.K1, self.L, S)) + eta @ self.croot.T
-            # X (p_j * c), p through its POD modes
-            y -= np.matmul((self.mix[None] * c[:, None, :]) @ self.P_modes[0], self.P_modes[1])
+            # X (p_j * c), p through its POD modes (in the precision of the normals: no double temporaries)
+            y -= np.matmul(((self.mix[None] * c[:, None, :]) @ self.P_modes[0]).astype(y.dtype), P_modes[1])
         return y
 
     def _single(self):
+        """The per-node maps and the modes of ``p``, ``w s^2`` in single precision (built once)."""
         if getattr(self, "_roots32", None) is None:
-            self._roots32 = (self.root.astype(np.float32), self.pinv.astype(np.float32))
+            f = np.float32
+            modes = [None, None]
+            if self.normalize:
+                modes = [(self.P_modes[0], self.P_modes[1].astype(f)), tuple(x.astype(f) for x in self.S2w_modes)]
+            self._roots32 = (self.root.astype(f), self.pinv.astype(f), *modes)
         return self._roots32
 
     def sample(self, rng, n_draws: int) -> np.ndarray:
