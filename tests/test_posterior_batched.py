@@ -45,7 +45,8 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
 
     u_old, b_old = stack(0, 5), stack(1, 6)
     # one draw per batch / all draws in one batch; the band of b per test node / per data node
-    # (the small-mode bands' shifts on two threads, one row of axis 0 per elementwise pass, in the last)
+    # (the small-mode bands' shifts on two threads, one row of axis 0 per elementwise pass and the data's shifted
+    # modes read in place, not copied, in the fourth)
     # (in double precision; the default single-precision band blocks in the last, to their rounding)
     # many-mode path (small = 0): slabs of one row and chunks of one draw on two threads when chunk = 1
     for batch_bytes, small, threads, chunk, single in ((1, 8, 1 << 18, 1 << 20, False), (1 << 28, 8, 1 << 18, 1 << 20, False),
@@ -57,6 +58,7 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
         monkeypatch.setattr(_batched, "SMALL_MODES", small)
         monkeypatch.setattr(_batched, "_THREAD_MIN_SIZE", threads)
         monkeypatch.setattr(_batched, "_CHUNK_BYTES", chunk)
+        monkeypatch.setattr(_batched, "GATHER_BYTES", 0 if chunk == 1 else 1 << 27)  # the data's shifts read in place
         monkeypatch.setattr(_batched, "BAND_DTYPE", np.float32 if single else np.float64)
         ub, u = draw_vectors(res, "multiplicative", True, np.random.default_rng(5), n_draws, estimate_beta,
                              n_u=n_u)

@@ -81,6 +81,8 @@ SMALL_MODES = 8
 BAND_DTYPE = np.float32
 #: Bytes of the arrays of one elementwise pass of the band blocks (kept in cache).
 _CHUNK_BYTES = 1 << 20
+#: The data modes of every shift are kept as contiguous copies (:meth:`BatchedDraws._walk_small`) up to this size.
+GATHER_BYTES = 1 << 27
 #: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
 _THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
@@ -302,14 +304,23 @@ class BatchedDraws:
         M0, M1 = self.op._T[0]
         R0 = int(np.prod(shape[1:], dtype=np.int64))
         dt_ = BAND_DTYPE
+        rest = list(itertools.product(range(3), repeat=d - 1))
         if getattr(self, "_small", (None,))[0] != dt_:  # the data side in that precision, once
-            self._small = (dt_, np.moveaxis(self.Pq, -1, 0).astype(dt_), np.moveaxis(self.rc, -1, 0).astype(dt_),
-                           [[M.astype(dt_) for M in pair] for pair in self.op._T])
-        _, Pq, rc, T = self._small  # (M, *grid + 2), (M_r, *grid), the walk's matrices
+            Pq = np.moveaxis(self.Pq, -1, 0).astype(dt_)
+            Qs = None
+            if 3**d * rho[0, 0].size * self.M * np.dtype(dt_).itemsize <= GATHER_BYTES:  # every shift's copy, contiguous
+                Qs = np.empty((len(rest), 3, self.M) + shape, dt_)
+                for p, lr in enumerate(rest):
+                    for l0 in range(3):
+                        Qs[p, l0] = Pq[(slice(None), slice(l0, l0 + shape[0]))
+                                       + tuple(slice(i, i + n) for i, n in zip(lr, shape[1:]))]
+            self._small = (dt_, Pq, np.moveaxis(self.rc, -1, 0).astype(dt_),
+                           [[M.astype(dt_) for M in pair] for pair in self.op._T], Qs)
+        _, Pq, rc, T, Qs = self._small  # (M, *grid + 2), (M_r, *grid), the walk's matrices, the shifted data
         Pe = _pad_grid(ebar.astype(dt_), d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
         rho = rho.astype(dt_)
+        rho2 = rho.reshape(S, self.M, -1)
         M0, M1 = T[0]
-        rest = list(itertools.product(range(3), repeat=d - 1))
         # axis 0 walked: one array per state (derivative on axis 0 placed or not)
         Y = [np.empty((S, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
         Yu = [np.empty((n_u, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
@@ -326,8 +337,11 @@ class BatchedDraws:
 
             for p, lr in part:
                 tail = tuple(slice(i, i + n) for i, n in zip(lr, shape[1:]))
-                for l0, (lo, hi) in itertools.product(range(3), chunks):
+                for l0, (lo, hi) in itertools.product(range(3), chunks if Qs is None else [(0, shape[0])]):
                     sl, out, t = (slice(lo + l0, hi + l0),) + tail, blk[:, l0, lo:hi], tmp[:, :hi - lo]
+                    if Qs is not None:  # contiguous operands: one pass summing over the modes
+                        np.einsum("smn,mn->sn", rho2, Qs[p, l0].reshape(self.M, -1), out=out.reshape(S, -1))
+                        continue
                     np.multiply(rho[:, 0, lo:hi], Pq[(0,) + sl], out=out)
                     for m in range(1, self.M):
                         add(out, t, rho[:, m, lo:hi], Pq[(m,) + sl])
@@ -455,4 +469,5 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
     bd._buffers.clear()  # the batch's work arrays: not held through the caller's next steps
+    bd.__dict__.pop("_small", None)  # (and the shifted copies of the data)
     return UB, U
