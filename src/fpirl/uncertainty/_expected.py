@@ -212,17 +212,18 @@ class ExpectedResidual:
             def coef(x, V1, V2):
                 return V1.T @ (x[:, None] * V2)
 
-            def mix(G, Y):
-                return np.tensordot(G, Y, axes=(1, 0))
+            def mix(G, F):
+                return np.tensordot(G, F, axes=(1, 0))
 
             be, c = self.beta, self.c
-            # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i, in modes
-            # (one group of modes at a time: with many modes the stacked fields are hundreds of MB)
-            groups = ((Ap, lambda: mix(coef(be * kappa, Vp, Vp), Yp) - mix(coef(be, Vp, Vv), Yv)),
-                      (Bp, lambda: mix(coef(c * kappa, Vp, Vp), Yp) - mix(coef(c, Vp, Vv), Yv)),
-                      (Av, lambda: -mix(coef(be, Vv, Vp), Yp)), (Bv, lambda: -mix(coef(c, Vv, Vp), Yp)))
-            for F, G in groups:
-                self.res.accumulate(W, F, G())
+            # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i: in modes, a sum of
+            # (operator on a mode of p or v) (x) (a mode of p or v); gathered by the second factor, two stacks of
+            # fields against the modes Yp and Yv (one group at a time: with many modes they are hundreds of MB)
+            groups = ((lambda: mix(coef(be * kappa, Vp, Vp).T, Ap) + mix(coef(c * kappa, Vp, Vp).T, Bp)
+                       - mix(coef(be, Vv, Vp).T, Av) - mix(coef(c, Vv, Vp).T, Bv), Yp),
+                      (lambda: -mix(coef(be, Vp, Vv).T, Ap) - mix(coef(c, Vp, Vv).T, Bp), Yv))
+            for F, Y in groups:
+                self.res.accumulate(W, F(), Y)
         qg = 0.0
         if estimated:
             qg = float(sum(np.vdot(C, W[op._key(idx)]) for idx, _, C, _ in self._bands()))
