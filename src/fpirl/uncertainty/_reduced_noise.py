@@ -39,6 +39,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import scipy.linalg.blas
 
 #: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance) and of
 #: every POD of the posterior (:func:`pod_basis`: the time compression, the fields of the expectations).
@@ -115,12 +116,17 @@ class ReducedNoise:
         if additive:  # sum_j w_j^2 X^T pinv pinv^T X
             H = self.mix.T @ self.pinv[0]
             cc -= float(w @ w) * (H @ H.T)
-        for lo in range(0, 0 if additive else self.n, _CHUNK_NODES):
-            hi = min(self.n, lo + _CHUNK_NODES)
-            # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L)
-            H = self.S2w[:, lo:hi, None] * np.einsum("ik,jil->kjl", self.mix, self.pinv[lo:hi])
-            Hf = H.reshape(k1, -1)
-            cc -= Hf @ Hf.T
+        if not additive:
+            # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L), X^T pinv_j of a chunk of nodes as one GEMM;
+            # sum_j (H_j w_j)(H_j w_j)^T by the symmetric rank-k update (half the products of Hf @ Hf.T)
+            pinv_t = np.ascontiguousarray(self.pinv.transpose(1, 0, 2))  # (L, n, L)
+            hh = np.zeros((k1, k1), order="F")
+            for lo in range(0, self.n, _CHUNK_NODES):
+                hi = min(self.n, lo + _CHUNK_NODES)
+                H = (self.mix.T @ pinv_t[:, lo:hi].reshape(L, -1)).reshape(k1, hi - lo, L)
+                H *= self.S2w[:, lo:hi, None]
+                hh = scipy.linalg.blas.dsyrk(1.0, H.reshape(k1, -1).T, beta=1.0, c=hh, trans=1, overwrite_c=1)
+            cc -= np.triu(hh) + np.triu(hh, 1).T
         cc = 0.5 * (cc + cc.T)
         lc, Uc = np.linalg.eigh(cc)
         self.croot = Uc * np.sqrt(np.clip(lc, 0.0, None))[None, :]
