@@ -66,8 +66,10 @@ from ._truncation import energy_tolerance, kept_modes, mode_energies
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = EIG_RTOL
-#: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
-BATCH_BYTES = 3 << 28
+#: Memory for the arrays of one batch of draws (time mixes, residual modes, averaged noise, band blocks, the walk's
+#: first axis); measured 4-D ``15^4``, 5 + 1 modes: 10 draws a batch, 1.89 GB for the fit, against 31 draws and 2.16 GB
+#: at three times this, no faster.
+BATCH_BYTES = 1 << 28
 #: Memory for the arrays of one batch of draws with many modes (the walk's slabs take the gathered data
 #: side once per batch; measured 4-D ``15^4``, 49 modes: 13 draws a batch, 20 s and 1.95 GB for the fit,
 #: against 40 draws, 23 s and 2.45 GB).
