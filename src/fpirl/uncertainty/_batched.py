@@ -39,6 +39,8 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`); in :data:`BAND_DTYPE`, the stack of
   pairs split between two threads with one BLAS thread each (:meth:`BatchedDraws._residual`); the
   noise of the next draw drawn on a second thread meanwhile (same generator calls, same order);
+* the modes whose terms carry less than ``(0.3 / sqrt(2 S))^2`` of the draws' energy are dropped first
+  (:meth:`BatchedDraws.truncate`, :mod:`fpirl.uncertainty._truncation`: on noisy data most modes are noise);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
   are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
 
