@@ -45,7 +45,8 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
 
     u_old, b_old = stack(0, 5), stack(1, 6)
     # one draw per batch / all draws in one batch; the band of b per test node / per data node
-    # (the small-mode bands' shifts on two threads, one row of axis 0 per elementwise pass, in the last)
+    # (the small-mode bands' shifts on two threads, one row of axis 0 per elementwise pass and the data's shifted
+    # modes read in place, not copied, in the fourth)
     # (in double precision; the default single-precision band blocks in the last, to their rounding)
     # many-mode path (small = 0): slabs of one row and chunks of one draw on two threads when chunk = 1
     for batch_bytes, small, threads, chunk, single in ((1, 8, 1 << 18, 1 << 20, False), (1 << 28, 8, 1 << 18, 1 << 20, False),
@@ -57,6 +58,7 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
         monkeypatch.setattr(_batched, "SMALL_MODES", small)
         monkeypatch.setattr(_batched, "_THREAD_MIN_SIZE", threads)
         monkeypatch.setattr(_batched, "_CHUNK_BYTES", chunk)
+        monkeypatch.setattr(_batched, "GATHER_BYTES", 0 if chunk == 1 else 1 << 27)  # the data's shifts read in place
         monkeypatch.setattr(_batched, "BAND_DTYPE", np.float32 if single else np.float64)
         ub, u = draw_vectors(res, "multiplicative", True, np.random.default_rng(5), n_draws, estimate_beta,
                              n_u=n_u)
@@ -65,18 +67,21 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
         np.testing.assert_allclose(u, u_old[:, :n_u], rtol=0, atol=tol * scale)
 
 
-@pytest.mark.parametrize("model, normalize", [("multiplicative", True), ("additive", True), ("multiplicative", False)])
-def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, rng):
+@pytest.mark.parametrize("model, normalize, full_rank", [("multiplicative", True, False), ("additive", True, False),
+                                                         ("multiplicative", False, False), ("multiplicative", True, True)])
+def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, full_rank, rng):
     """The direct sampler of ``y = X e`` is linear in its normal numbers: its covariance, read off unit
-    vectors, equals the dense ``X T (X T)^T`` of the noise map ``e = T z`` (oracle: the model written out)."""
+    vectors, equals the dense ``X T (X T)^T`` of the noise map ``e = T z`` (oracle: the model written out).
+    Full rank: every per-node covariance positive definite (their Cholesky factors), else the eigendecompositions."""
     from fpirl.uncertainty._reduced_noise import ReducedNoise
 
     L, k1, shape = 3, 6, (3, 4)
     n = 12
     X = rng.standard_normal((L, k1))
-    X[2] = X[0] + X[1]  # a rank-deficient mix: a direction of no variance
     p = rng.uniform(0.5, 2.0, (k1,) + shape)
-    p[:, 0, 0] = 0.0  # no data at one node: no multiplicative noise there
+    if not full_rank:
+        X[2] = X[0] + X[1]  # a rank-deficient mix: a direction of no variance
+        p[:, 0, 0] = 0.0  # no data at one node: no multiplicative noise there
     w = rng.uniform(0.5, 1.5, shape)
     s = p.reshape(k1, n) if model == "multiplicative" else np.ones((k1, n))
     T = np.diag(s.ravel())  # e_k[j] = s_k[j] z_k[j] - p_k[j] sum_j' w_j' s_k[j'] z_k[j']
@@ -84,6 +89,8 @@ def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, rng):
         T -= np.einsum("kj,kl,lm->kjlm", p.reshape(k1, n), np.eye(k1), w.ravel()[None, :] * s).reshape(k1 * n, k1 * n)
     Y = np.kron(X, np.eye(n)) @ T
     sampler = ReducedNoise(X, p, model, normalize, w)
+    # the Cholesky factors (lower triangular) exactly where every per-node covariance is positive definite
+    assert np.allclose(sampler.root, np.tril(sampler.root)) == full_rank
     m = n * L + k1 * normalize
     G = np.empty((L * n, m))
     for c in range(m):

@@ -39,6 +39,8 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
   (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`); in :data:`BAND_DTYPE`, the stack of
   pairs split between two threads with one BLAS thread each (:meth:`BatchedDraws._residual`); the
   noise of the next draw drawn on a second thread meanwhile (same generator calls, same order);
+* the modes whose terms carry less than ``(0.3 / sqrt(2 S))^2`` of the draws' energy are dropped first
+  (:meth:`BatchedDraws.truncate`, :mod:`fpirl.uncertainty._truncation`: on noisy data most modes are noise);
 * the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
   are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
 
@@ -61,12 +63,15 @@ from ..weakform.assembly import _threaded, time_pairs
 from tqdm.auto import tqdm
 
 from ._many_modes import ManyModeWalk
-from ._reduced_noise import EIG_RTOL, PrefetchedNoise, ReducedNoise, pod_basis
+from ._reduced_noise import EIG_RTOL, PrefetchedNoise, ReducedNoise, pod_spectrum
+from ._truncation import energy_tolerance, kept_modes, mode_energies
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = EIG_RTOL
-#: Memory for the arrays of one batch of draws (bands, averaged noise, residuals).
-BATCH_BYTES = 3 << 28
+#: Memory for the arrays of one batch of draws (time mixes, residual modes, averaged noise, band blocks, the walk's
+#: first axis); measured 4-D ``15^4``, 5 + 1 modes: 10 draws a batch, 1.89 GB for the fit, against 31 draws and 2.16 GB
+#: at three times this, no faster.
+BATCH_BYTES = 1 << 28
 #: Memory for the arrays of one batch of draws with many modes (the walk's slabs take the gathered data
 #: side once per batch; measured 4-D ``15^4``, 49 modes: 13 draws a batch, 20 s and 1.95 GB for the fit,
 #: against 40 draws, 23 s and 2.45 GB).
@@ -80,6 +85,8 @@ SMALL_MODES = 8
 BAND_DTYPE = np.float32
 #: Bytes of the arrays of one elementwise pass of the band blocks (kept in cache).
 _CHUNK_BYTES = 1 << 20
+#: The data modes of every shift are kept as contiguous copies (:meth:`BatchedDraws._walk_small`) up to this size.
+GATHER_BYTES = 1 << 27
 #: Band entries per draw from which the shifts of the small-mode bands are split between two threads.
 _THREAD_MIN_SIZE = 1 << 18
 #: Draw the time-mixed noise directly (:mod:`fpirl.uncertainty._reduced_noise`, same law) when the
@@ -113,7 +120,37 @@ class BatchedDraws:
         del blocks
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
-        V = pod_basis(pbar, COMPRESS_RTOL)
+        self._fields = (pbar, c, rhat)
+        # the POD of the averaged data and of the fitted residual: (eigenvalues, time vectors), all kept modes
+        self.spectra = (pod_spectrum(pbar, COMPRESS_RTOL), pod_spectrum(rhat, COMPRESS_RTOL))
+        self.crhat = None
+        if estimated:  # C r_hat_k (C symmetric): the gamma row of b is sum_k ebar_k . C r_hat_k
+            tabs = op.tables
+            self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
+                             for a in range(self.d))
+        # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
+        # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
+        self.Tb, self.Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
+        self._buffers = {}
+        self._set_modes(self.spectra[0][1], self.spectra[1][1])
+
+    def truncate(self, expected, model: str, n_draws: int) -> None:
+        """Drop the time modes whose terms carry less than :func:`fpirl.uncertainty._truncation.energy_tolerance`
+        of the draws' energy (:mod:`fpirl.uncertainty._truncation`; ``expected`` the
+        :class:`fpirl.uncertainty._expected.ExpectedResidual` of the same residual, ``model`` the noise shape)."""
+        (lq, V), (lr, W) = self.spectra
+        wu, wb = mode_energies(expected, model, V, lq, W, lr, self.Tb, self.Td)
+        ku, kb = kept_modes(wu, wb, energy_tolerance(n_draws))
+        if not (ku.all() and kb.all()):
+            self._set_modes(V[:, ku], W[:, kb])
+
+    def _set_modes(self, V: np.ndarray, Wr: np.ndarray) -> None:
+        """The data side of the draws for the time vectors ``V`` ``(K, M)`` of the data and ``Wr`` ``(K, M_r)`` of
+        the residual (all modes: the time compression, exact to :data:`COMPRESS_RTOL`; fewer: :meth:`truncate`)."""
+        op, estimated = self.op, self.estimated
+        pbar, c, rhat = self._fields
+        for name in ("crc", "_many", "_small"):
+            self.__dict__.pop(name, None)
         self.compressed = 2 * V.shape[1] < self.K + 1
         # not compressed (the noise is drawn per snapshot) but fewer modes than pairs: the residuals of
         # a draw projected on the modes, r_m = sum_k V_km r_k (fewer modes in the many-mode bands)
@@ -128,20 +165,12 @@ class BatchedDraws:
         self.cq = cq  # C q_m: the gamma row of u
         self.Pq = _pad_grid(np.moveaxis(q, 0, -1), self.d, self.periodic)  # (*grid + 2, M)
         # the residual side of b, compressed the same way: r_hat_k = sum_m Wr_km rho_hat_m
-        Wr = pod_basis(rhat, COMPRESS_RTOL)
         self.Wr = Wr if Wr.shape[1] < self.K else None  # (K, M_r)
         rc = rhat if self.Wr is None else np.tensordot(self.Wr, rhat, axes=(0, 0))
         self.Mr = rc.shape[0]
         self.rc = np.moveaxis(rc, 0, -1)  # (*grid, M_r)
         self.Pr = _pad_grid(self.rc, self.d, self.periodic)  # (*grid + 2, M_r)
-        self.crhat = None
-        if estimated:  # C r_hat_k (C symmetric): the gamma row of b is sum_k ebar_k . C r_hat_k
-            tabs = op.tables
-            self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
-                             for a in range(self.d))
-        # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
-        # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
-        Tb, Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
+        Tb, Td = self.Tb, self.Td
         self.mix = None
         if self.compressed:
             eb = Tb if self.Wr is None else self.Wr.T @ Tb
@@ -152,14 +181,17 @@ class BatchedDraws:
             # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
             self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
         n = int(np.prod(self.shape))
-        if max(self.M, self.Mr) <= SMALL_MODES:
-            per_draw = 8 * n * (3 * 3**self.d + self.K + 1 + self.Mr + self.M)
-        else:  # the residual modes and averaged noise of a draw (and its noise and time mixes when mixed)
+        item = np.dtype(BAND_DTYPE).itemsize
+        if max(self.M, self.Mr) <= SMALL_MODES:  # the time mixes (sampled, mapped, normalised), residual modes and
+            # averaged noise (and their copies in the walk), the band block, and axis 0 walked (two states, u + b and u)
+            L = 0 if self.mix is None else self.mix.shape[0]
+            walked = 4 * 3 ** (self.d - 1) * self.op._T[0][0].shape[0] * (n // self.shape[0])
+            per_draw = item * (n * (4 * L + 3 * (self.M + self.Mr) + 6) + walked)
+        else:  # the residual modes and averaged noise of a draw (and its time mixes when drawn directly)
             per_draw = n * (np.dtype(BAND_DTYPE).itemsize * (self.M + self.Mr)
-                            + (8 * (self.K + 1 + self.mix.shape[0]) if self.mix is not None else 0))
+                            + (8 * self.mix.shape[0] if hasattr(self, "crc") else 0))
         self.batch = int(max(1, (BATCH_BYTES if max(self.M, self.Mr) <= SMALL_MODES
                                  else min(BATCH_BYTES, MANY_BATCH_BYTES)) // per_draw))
-        self._buffers = {}
 
     def reduced_noise(self, model, normalize):
         """The direct sampler of the time mixes (:class:`fpirl.uncertainty._reduced_noise.ReducedNoise`) or None."""
@@ -276,14 +308,23 @@ class BatchedDraws:
         M0, M1 = self.op._T[0]
         R0 = int(np.prod(shape[1:], dtype=np.int64))
         dt_ = BAND_DTYPE
+        rest = list(itertools.product(range(3), repeat=d - 1))
         if getattr(self, "_small", (None,))[0] != dt_:  # the data side in that precision, once
-            self._small = (dt_, np.moveaxis(self.Pq, -1, 0).astype(dt_), np.moveaxis(self.rc, -1, 0).astype(dt_),
-                           [[M.astype(dt_) for M in pair] for pair in self.op._T])
-        _, Pq, rc, T = self._small  # (M, *grid + 2), (M_r, *grid), the walk's matrices
+            Pq = np.moveaxis(self.Pq, -1, 0).astype(dt_)
+            Qs = None
+            if 3**d * rho[0, 0].size * self.M * np.dtype(dt_).itemsize <= GATHER_BYTES:  # every shift's copy, contiguous
+                Qs = np.empty((len(rest), 3, self.M) + shape, dt_)
+                for p, lr in enumerate(rest):
+                    for l0 in range(3):
+                        Qs[p, l0] = Pq[(slice(None), slice(l0, l0 + shape[0]))
+                                       + tuple(slice(i, i + n) for i, n in zip(lr, shape[1:]))]
+            self._small = (dt_, Pq, np.moveaxis(self.rc, -1, 0).astype(dt_),
+                           [[M.astype(dt_) for M in pair] for pair in self.op._T], Qs)
+        _, Pq, rc, T, Qs = self._small  # (M, *grid + 2), (M_r, *grid), the walk's matrices, the shifted data
         Pe = _pad_grid(ebar.astype(dt_), d, self.periodic, lead=2)  # (S, M_r, *grid + 2)
         rho = rho.astype(dt_)
+        rho2 = rho.reshape(S, self.M, -1)
         M0, M1 = T[0]
-        rest = list(itertools.product(range(3), repeat=d - 1))
         # axis 0 walked: one array per state (derivative on axis 0 placed or not)
         Y = [np.empty((S, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
         Yu = [np.empty((n_u, len(rest), M0.shape[0], R0), dt_) for k in (0, 1)]
@@ -300,8 +341,11 @@ class BatchedDraws:
 
             for p, lr in part:
                 tail = tuple(slice(i, i + n) for i, n in zip(lr, shape[1:]))
-                for l0, (lo, hi) in itertools.product(range(3), chunks):
+                for l0, (lo, hi) in itertools.product(range(3), chunks if Qs is None else [(0, shape[0])]):
                     sl, out, t = (slice(lo + l0, hi + l0),) + tail, blk[:, l0, lo:hi], tmp[:, :hi - lo]
+                    if Qs is not None:  # contiguous operands: one pass summing over the modes
+                        np.einsum("smn,mn->sn", rho2, Qs[p, l0].reshape(self.M, -1), out=out.reshape(S, -1))
+                        continue
                     np.multiply(rho[:, 0, lo:hi], Pq[(0,) + sl], out=out)
                     for m in range(1, self.M):
                         add(out, t, rho[:, m, lo:hi], Pq[(m,) + sl])
@@ -364,12 +408,17 @@ class BatchedDraws:
             if self.estimated:
                 ug[s] = float(np.vdot(self.cq, r))
                 bg[s] = float(np.vdot(eb, self.crhat))
-        if self.mix is not None:  # all draws of the batch mixed at once, then the residual of the M modes
-            given = mixed is not None
-            if not given:
-                mixed = np.matmul(self.mix, np.reshape(noises, (S, self.K + 1, -1)))  # (S, 2M + M_r, n)
+        M = self.M
+        if self.mix is not None and mixed is None:  # each draw mixed as it comes, then the residual of its M modes
+            for s, e in enumerate(noises):
+                y = (self.mix @ e.reshape(self.K + 1, -1)).reshape((-1,) + self.shape)  # (2M + M_r, *grid)
+                ebar[s] = y[2 * M:]
+                rho[s] = self._residual(y[:M], y[M:2 * M])
+                if self.estimated:
+                    ug[s] = float(np.vdot(self.cq, rho[s]))
+                    bg[s] = float(np.vdot(e, self.ce))
+        elif self.mix is not None:  # the batch's time mixes drawn directly: the residual of all its modes at once
             mixed = mixed.reshape(S, self.mix.shape[0], -1)
-            M = self.M
             ebar[:] = mixed[:, 2 * M:].reshape(ebar.shape)
             r = self._residual(mixed[:, :M].reshape((S * M,) + self.shape),
                                mixed[:, M:2 * M].reshape((S * M,) + self.shape)).reshape((S,) + rho.shape[1:])
@@ -377,7 +426,7 @@ class BatchedDraws:
             for s in range(S):
                 if self.estimated:
                     ug[s] = float(np.vdot(self.cq, r[s]))
-                    bg[s] = float(np.vdot(mixed[s, 2 * M:], self.crc) if given else np.vdot(noises[s], self.ce))
+                    bg[s] = float(np.vdot(mixed[s, 2 * M:], self.crc))
             del mixed, r
         n = self.op.hermite.n_coef
         nx = n + int(self.estimated)
@@ -398,11 +447,15 @@ class BatchedDraws:
         return UB, U
 
 
-def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None):
+def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False, n_u=0, bd=None, expected=None):
     """``(UB, U)`` for :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`: ``UB = u + b`` of
     ``n_draws`` draws ``(nx, n_draws)`` and ``U = u`` of the first ``n_u`` draws (``bd``: a
-    :class:`BatchedDraws` of ``res`` already built)."""
+    :class:`BatchedDraws` of ``res`` already built; with ``expected``, its
+    :class:`fpirl.uncertainty._expected.ExpectedResidual`, the modes below the Monte Carlo error are
+    dropped first, :meth:`BatchedDraws.truncate`)."""
     bd = BatchedDraws(res, estimated) if bd is None else bd
+    if expected is not None:
+        bd.truncate(expected, model, n_draws)
     n = res.op.hermite.n_coef
     nx = n + int(estimated)
     UB, U = np.empty((nx, n_draws)), np.empty((nx, min(n_u, n_draws)))
@@ -412,16 +465,13 @@ def draw_vectors(res, model, normalize, rng, n_draws, estimated, progress=False,
         for start in range(0, n_draws, bd.batch):
             stop = min(n_draws, start + bd.batch)
             noises, mixed = (), None
-            if reduced is None and bd.mix is None:  # every normal number, one draw at a time, as it is used
+            if reduced is None:  # every normal number, one draw at a time, as it is used
                 noises = PrefetchedNoise(bd, stop - start, model, normalize, rng)
-            elif reduced is None:  # every normal number of the draws
-                noises = bd._buffer("noise", (stop - start,) + bd.pfull.shape)
-                for e in noises:
-                    bd.noise_into(e, model, normalize, rng)
             else:  # their time mixes directly
                 mixed = reduced.sample(rng, stop - start)
             UB[:, start:stop], u = bd.batch_vectors(noises, max(0, min(n_u, stop) - start), mixed=mixed)
             U[:, start:start + u.shape[1]] = u
             bar.update(stop - start)
     bd._buffers.clear()  # the batch's work arrays: not held through the caller's next steps
+    bd.__dict__.pop("_small", None)  # (and the shifted copies of the data)
     return UB, U

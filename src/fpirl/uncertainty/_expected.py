@@ -39,12 +39,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._tensor import apply_along_axis
-from ..weakform.assembly import time_pairs
+from ..core._threads import one_blas_thread
+from ..weakform.assembly import _threaded, time_pairs
 from ..weakform.matfree import _pad
 from ._reduced_noise import pod_modes
 
 #: The ``3^d`` band fields of the operators are kept between the expectations below this size.
 _BAND_CACHE_BYTES = 1 << 28
+#: Entries of a stack of fields from which the operators act on it in two threads.
+_THREAD_MIN_SIZE = 1 << 20
 
 
 def mass_and_stiffness(X: np.ndarray, tables, need_mass: bool = True):
@@ -123,7 +126,24 @@ class ExpectedResidual:
             yield item
 
     def _apply(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(A X, B X)`` for a stack of fields ``(m, *grid)``."""
+        """``(A X, B X)`` for a stack of fields ``(m, *grid)`` (large stacks in two halves on two threads, one
+        BLAS thread each: thin one-axis products)."""
+        m = X.shape[0]
+        if m < 2 or X.size < _THREAD_MIN_SIZE:
+            return self._apply_one(X)
+        self.res.xi_band()  # built once, before the threads
+        halves, outs = [slice(0, m // 2), slice(m // 2, m)], {}
+
+        def work(parts):
+            for sl in parts:
+                outs[sl.start] = self._apply_one(X[sl])
+
+        with one_blas_thread():
+            _threaded(work, halves)
+        return tuple(np.concatenate([outs[0][i], outs[m // 2][i]]) for i in (0, 1))
+
+    def _apply_one(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_apply` on one thread."""
         op, res = self.op, self.res
         AX, CX = mass_and_stiffness(X, op.tables)
         BX = res.gamma * CX
@@ -192,17 +212,18 @@ class ExpectedResidual:
             def coef(x, V1, V2):
                 return V1.T @ (x[:, None] * V2)
 
-            def mix(G, Y):
-                return np.tensordot(G, Y, axes=(1, 0))
+            def mix(G, F):
+                return np.tensordot(G, F, axes=(1, 0))
 
             be, c = self.beta, self.c
-            # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i, in modes
-            # (one group of modes at a time: with many modes the stacked fields are hundreds of MB)
-            groups = ((Ap, lambda: mix(coef(be * kappa, Vp, Vp), Yp) - mix(coef(be, Vp, Vv), Yv)),
-                      (Bp, lambda: mix(coef(c * kappa, Vp, Vp), Yp) - mix(coef(c, Vp, Vv), Yv)),
-                      (Av, lambda: -mix(coef(be, Vv, Vp), Yp)), (Bv, lambda: -mix(coef(c, Vv, Vp), Yp)))
-            for F, G in groups:
-                self.res.accumulate(W, F, G())
+            # sum_i (be_i a_i + c_i b_i) (x) (kappa_i p_i - v_i) - (be_i a'_i + c_i b'_i) (x) p_i: in modes, a sum of
+            # (operator on a mode of p or v) (x) (a mode of p or v); gathered by the second factor, two stacks of
+            # fields against the modes Yp and Yv (one group at a time: with many modes they are hundreds of MB)
+            groups = ((lambda: mix(coef(be * kappa, Vp, Vp).T, Ap) + mix(coef(c * kappa, Vp, Vp).T, Bp)
+                       - mix(coef(be, Vv, Vp).T, Av) - mix(coef(c, Vv, Vp).T, Bv), Yp),
+                      (lambda: -mix(coef(be, Vp, Vv).T, Ap) - mix(coef(c, Vp, Vv).T, Bp), Yv))
+            for F, Y in groups:
+                self.res.accumulate(W, F(), Y)
         qg = 0.0
         if estimated:
             qg = float(sum(np.vdot(C, W[op._key(idx)]) for idx, _, C, _ in self._bands()))

@@ -371,7 +371,8 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     n, nx = h.n_coef, h.n_coef + int(estimated)
     # all draws through batched contractions, the noise summed over time first (fpirl.uncertainty._batched)
     m = min(n_draws, SIGMA_DRAWS)
-    UB, U = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m, bd=bd)
+    UB, U = draw_vectors(res, noise, inner.normalize, g_noise, n_draws, estimated, progress=progress, n_u=m, bd=bd,
+                         expected=expected)
     rr = float(np.sum(expected.energy(noise, inner.normalize)))  # E||r(e)||^2, exact
     Q = np.zeros((nx, 1))  # E D(bar e)^T r(e), exact
     Q[:n, 0], qg = expected.bias(noise, inner.normalize, estimated)
