@@ -117,19 +117,24 @@ def richardson_factor(grid, coarse) -> float:
     return float(1.0 / (r2 - 1.0))
 
 
-def resample(snapshots: DensitySnapshots, coarse) -> DensitySnapshots:
-    """The snapshots' nodal values carried to the nodes of ``coarse`` (same domain) by cubic splines along
-    each axis, periodic splines on a periodic grid; clipped at 0."""
+def spline_matrix(fine, coarse, periodic: bool) -> np.ndarray:
+    """``R`` (``coarse.n_nodes x fine.n_nodes``): the cubic spline through values at ``fine``'s nodes (periodic
+    or not-a-knot), evaluated at ``coarse``'s nodes; splines are linear in the values, so ``R`` is the
+    spline of the identity."""
     from scipy.interpolate import CubicSpline
 
-    v = snapshots.values
-    for b, (fine, to) in enumerate(zip(snapshots.grid.axes, coarse.axes)):
-        x, y = fine.nodes, np.moveaxis(v, b + 1, 0)
-        if snapshots.grid.periodic:
-            x, y = np.append(x, fine.upper), np.concatenate([y, y[:1]])
-        spline = CubicSpline(x, y, axis=0, bc_type="periodic" if snapshots.grid.periodic else "not-a-knot")
-        v = np.moveaxis(spline(to.nodes), 0, b + 1)
-    return DensitySnapshots(coarse, snapshots.times, np.clip(v, 0.0, None))
+    x, y = fine.nodes, np.eye(fine.n_nodes)
+    if periodic:
+        x, y = np.append(x, fine.upper), np.concatenate([y, y[:1]])
+    return CubicSpline(x, y, axis=0, bc_type="periodic" if periodic else "not-a-knot")(coarse.nodes)
+
+
+def resample(snapshots: DensitySnapshots, coarse) -> DensitySnapshots:
+    """The snapshots' nodal values carried to the nodes of ``coarse`` (same domain) by cubic splines along
+    each axis (:func:`spline_matrix`, one matrix per axis applied by sum factorisation); clipped at 0."""
+    grid = snapshots.grid
+    mats = [spline_matrix(f, c, grid.periodic) for f, c in zip(grid.axes, coarse.axes)]
+    return DensitySnapshots(coarse, snapshots.times, np.clip(apply_along_axes(snapshots.values, mats), 0.0, None))
 
 
 def coarse_grid_fit(inner, snapshots):
