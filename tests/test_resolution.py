@@ -17,13 +17,13 @@ def test_coarse_grid_rule():
     half, sub = coarse_grid(even, 64)
     assert sub and half.elements == (8, 8) and richardson_factor(even, half) == pytest.approx(1 / 3)
     odd = Grid([-1, -1], [1, 1], 15, boundary="periodic")
-    coarse, sub = coarse_grid(odd, 64)
+    coarse, sub = coarse_grid(odd, 50)
     assert not sub and coarse.elements == (10, 10)
     assert richardson_factor(odd, coarse) == pytest.approx(1 / (1.5**2 - 1))
-    # halving leaves too few nodes: resampled at RESAMPLE_RATIO instead, or nothing
-    coarse, sub = coarse_grid(Grid([-1, -1], [1, 1], 12, boundary="periodic"), 64)
-    assert not sub and coarse.elements == (round(12 / RESAMPLE_RATIO),) * 2
-    assert coarse_grid(Grid([-1, -1], [1, 1], 12, boundary="periodic"), 65) is None
+    assert coarse_grid(odd, 51) is None  # fewer than twice as many resampled nodes as coefficients
+    # 4-D, halving leaves too few nodes (6^4 < 1500): resampled at RESAMPLE_RATIO instead
+    coarse, sub = coarse_grid(Grid([-1] * 4, [1] * 4, 12, boundary="periodic"), 1500)
+    assert not sub and coarse.elements == (round(12 / RESAMPLE_RATIO),) * 4
     assert coarse_grid(Grid([-1], [1], 3), 1) is None
 
 

@@ -8,47 +8,29 @@ r"""All snapshot-noise draws of the posterior through batched contractions (issu
     b_s = D(\bar e_s)^T \hat r = \mathrm{adj}\Big(\sum_k \hat r_k \otimes \mathrm{shift}(\bar e_{s,k})\Big),
 
 (``adj`` the adjoint walk of :class:`fpirl.weakform.matfree.NormalOperator`, ``⊗ shift`` the
-``3^d`` band ``W[l, j] = a[j] b[j + l]``). The per-draw loop of the original code formed every
-``r_k(e_s)`` and both bands with ``3^d`` elementwise passes per draw. Here
+``3^d`` band ``W[l, j] = a[j] b[j + l]``); docs/method.md ("Cost of the snapshot-noise draws") has the
+measurements. Instead of ``3^d`` elementwise passes per draw:
 
-* **linearity in time**: the residual of pair ``k`` is ``R_+ e_{k+1} + R_- e_k`` with operators
-  ``R_±`` that do not depend on ``k``, and the data enter ``u`` only through ``bar p_k``. With the
-  eigendecomposition of the ``K x K`` Gram matrix ``Pbar Pbar^T = V Λ V^T`` (modes below
-  ``1e-13 λ_max`` dropped, as in the matrix-free path's compression), ``bar p_k = Σ_m V_km q_m``
-  and ``Σ_k r_k(e) ⊗ shift(bar p_k) = Σ_m ρ_m ⊗ shift(q_m)`` with
-  ``ρ_m = R_+ (Σ_k V_km e_{k+1}) + R_- (Σ_k V_km e_k)``: the noise is summed over time first and
-  only ``M`` residuals per draw are formed (``M`` the number of modes; used when ``2M < K + 1``;
-  otherwise the ``K`` residuals of a draw are projected on the modes, ``ρ_m = Σ_k V_km r_k``, when
-  there are fewer modes than pairs);
-* **one contraction for all draws of a batch**: per test node ``j`` the band of ``u`` is the GEMM
-  ``ρ[:, :, j] (S x M) @ Q_j (M x 3^d)`` with ``Q_j[m, l] = q_m[j + l]``, and per data node ``n``
-  the band of ``b`` is ``ē[:, :, n] (S x K) @ R_n (K x 3^d)`` with ``R_n[k, l] = r̂_k[n - l]``
-  (:mod:`fpirl.uncertainty._many_modes`: per slab of nodes, the data side gathered once for all draws
-  of the batch, the adjoint walk run on the slab's band at once);
-* with few modes (``M, M_r <=`` :data:`SMALL_MODES`, :meth:`BatchedDraws._walk_small`) the band is
-  never formed in full: per shift ``l'`` of the axes after the first, the three bands ``(l_0, l')``
-  of all draws are formed into a small block by one elementwise product per mode (a few rows of
-  axis 0 at a time, in cache), and axis 0 of the adjoint walk contracts ``(l_0, j_0)`` of the block
-  at once, one GEMM of inner size ``3 n_0`` per matrix of the axis, the draws and the other nodes in
-  its long dimension; the block and that GEMM in single precision (:data:`BAND_DTYPE`, rounding about
-  ``1e-7`` of the vectors), the rest of the walk in double. Every time mix of the noise (``V^T bar e``,
-  ``V^T dot e``, the residual modes of ``bar e``, ``bar e . C r_hat``) is one matmul of a
-  ``(2M + M_r) x (K + 1)`` matrix with the batch's draws;
-* the residual operators: the mass and stiffness parts by one two-state walk over the axes (the mass
-  term as the initial derivative-placed state), the ``Xi(.) theta`` band as one sparse matrix built once
-  (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`); in :data:`BAND_DTYPE`, the stack of
-  pairs split between two threads with one BLAS thread each (:meth:`BatchedDraws._residual`); the
-  noise of the next draw drawn on a second thread meanwhile (same generator calls, same order);
+* **linearity in time**: the residual of pair ``k`` is ``R_+ e_{k+1} + R_- e_k``, and with
+  ``Pbar Pbar^T = V Λ V^T`` (modes below ``1e-13 λ_max`` dropped) ``Σ_k r_k(e) ⊗ shift(bar p_k) =
+  Σ_m ρ_m ⊗ shift(q_m)``, ``ρ_m = R_+ (Σ_k V_km e_{k+1}) + R_- (Σ_k V_km e_k)``: the noise is summed
+  over time first (used when ``2M < K + 1``; else the ``K`` residuals are projected on the modes);
+* **one contraction for all draws of a batch**: with many modes per node by GEMMs
+  (:mod:`fpirl.uncertainty._many_modes`); with few (``M, M_r <=`` :data:`SMALL_MODES`,
+  :meth:`BatchedDraws._walk_small`) the band is never formed in full: per shift of the axes after the
+  first, the bands of all draws are formed in a small block by elementwise products (in
+  :data:`BAND_DTYPE`, rounding about ``1e-7``) and axis 0 of the adjoint walk is one GEMM;
+* the residual operators by one two-state walk over the axes, the ``Xi(.) theta`` band as one sparse
+  matrix (:meth:`fpirl.uncertainty._snapshot_noise._Residuals.xi_theta`), split between two threads;
+  the next draw's noise drawn on a second thread meanwhile (same generator calls, same order);
 * the modes whose terms carry less than ``(0.3 / sqrt(2 S))^2`` of the draws' energy are dropped first
-  (:meth:`BatchedDraws.truncate`, :mod:`fpirl.uncertainty._truncation`: on noisy data most modes are noise);
-* the second-order (bias) band ``Σ_k r_k(e) ⊗ shift(ē_k)`` and ``||r(e)||^2`` are expectations and
-  are not drawn: :mod:`fpirl.uncertainty._expected` gives them exactly.
+  (:meth:`BatchedDraws.truncate`, :mod:`fpirl.uncertainty._truncation`);
+* the bias band and ``||r(e)||^2`` are expectations, given exactly by :mod:`fpirl.uncertainty._expected`.
 
-With :data:`REDUCED_NOISE` off, the noise itself is drawn exactly as by the per-draw code (same
-generator calls), so the result equals it to rounding (test). With it on (the default) and few
-mixes (``2 (2M + M_r) <= K + 1``), the draws draw their time mixes directly with the same law
-(:mod:`fpirl.uncertainty._reduced_noise`: ``(2M + M_r) n + K + 1`` normal numbers per draw instead
-of ``(K + 1) n``), so the result differs from the per-draw code by Monte Carlo error only.
+With :data:`REDUCED_NOISE` off the noise is drawn exactly as by the per-draw code, so the result equals
+it to rounding (test). With it on (the default) and few mixes (``2 (2M + M_r) <= K + 1``) the time mixes
+are drawn directly with the same law (:mod:`fpirl.uncertainty._reduced_noise`), so the result differs
+from the per-draw code by Monte Carlo error only.
 """
 
 from __future__ import annotations
@@ -68,14 +50,10 @@ from ._truncation import energy_tolerance, kept_modes, mode_energies
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
 COMPRESS_RTOL = EIG_RTOL
-#: Memory for the arrays of one batch of draws (time mixes, residual modes, averaged noise, band blocks, the walk's
-#: first axis); measured 4-D ``15^4``, 5 + 1 modes: 10 draws a batch, 1.89 GB for the fit, against 31 draws and 2.16 GB
-#: at three times this, no faster.
-BATCH_BYTES = 1 << 28
-#: Memory for the arrays of one batch of draws with many modes (the walk's slabs take the gathered data
-#: side once per batch; measured 4-D ``15^4``, 49 modes: 13 draws a batch, 20 s and 1.95 GB for the fit,
-#: against 40 draws, 23 s and 2.45 GB).
-MANY_BATCH_BYTES = 1 << 28
+#: Memory for the arrays of one batch of draws, few modes and many (4-D ``15^4``: 10 draws a batch, 1.89 GB for
+#: the fit, against 31 draws and 2.16 GB at three times this, no faster; 49 modes: 13 draws, 20 s, 1.95 GB, against
+#: 40 draws, 23 s, 2.45 GB).
+BATCH_BYTES = MANY_BATCH_BYTES = 1 << 28
 #: Modes (``M`` and ``M_r``) up to which the bands are formed by elementwise products
 #: (:meth:`BatchedDraws._walk_small`); above, per node by GEMMs (:mod:`fpirl.uncertainty._many_modes`).
 SMALL_MODES = 8

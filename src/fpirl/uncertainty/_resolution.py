@@ -11,7 +11,11 @@ walled one of 31 elements, or a grid too coarse to halve) every axis gets ``roun
 at 0); streamed data then get no column. The ratio 1.5 rather than 2 keeps the coarse fit resolved: on
 the 4-D benchmark (15^4 nodes, 4,096 coefficients) a ratio of 2 leaves 8^4 = 4,096 nodes, the coarse fit's
 noise swamped the difference and the shrinkage removed the column (coverage 0.77 at 2% noise, unchanged);
-at 1.5 (10^4 nodes) coverage was 0.94 (docs/benchmarks.md). With the spacing ratios ``r_b = e_b / e_{H,b}``
+at 1.5 (10^4 nodes) coverage was 0.94 (docs/benchmarks.md). The resampled grid must also have twice as many
+nodes as coefficients (:data:`RESAMPLE_NODES_PER_COEF`): resampling mixes neighbouring nodes, so the
+coarse posterior (independent nodal noise) underrates the coarse fit's noise, and on a barely resolved
+coarse grid the column kept it (24^2 nodes, 8 elements, 16^2 = 256 resampled nodes for 256 coefficients:
+coverage 0.99, over the 0.98 limit). With the spacing ratios ``r_b = e_b / e_{H,b}``
 the weak form's second order gives ``x_h - x ~ (x_H - x_h) / (r^2 - 1)``, ``r^2`` the mean of ``r_b^2``
 (``k = 1/3`` for ``H = 2h``): :func:`richardson_factor`.
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from scipy.interpolate import CubicSpline
 
 from ..core._tensor import apply_along_axes
 from ..core.density import DensitySnapshots
@@ -48,6 +53,8 @@ from ._bootstrap import refit_params
 
 #: Spacing ratio of the resampled coarse grid (odd element counts; module doc).
 RESAMPLE_RATIO = 1.5
+#: Nodes per Hermite coefficient the resampled coarse grid needs (module doc).
+RESAMPLE_NODES_PER_COEF = 2
 #: Noise draws of the ``2h`` fit's snapshot-noise posterior (its noise variance and bias for the shrinkage).
 COARSE_DRAWS = 16
 #: Relative residual of that posterior's CG solves (matrix-free path): a shrinkage factor needs no more.
@@ -99,7 +106,7 @@ def noise_shrinkage(column: np.ndarray, noise_factor: np.ndarray, hermite, grid,
 def coarse_grid(grid, n_coef: int):
     """``(H, subsampled)``: the coarse grid of the resolution column (module doc) and whether it is every
     second node of ``grid``; None when an axis has fewer than 4 elements or ``H`` would have fewer nodes
-    than the ``n_coef`` Hermite coefficients."""
+    than the ``n_coef`` Hermite coefficients (twice as many when resampled)."""
     elements = np.asarray(grid.elements)
     if np.any(elements < 4):
         return None
@@ -108,7 +115,7 @@ def coarse_grid(grid, n_coef: int):
         if half.size >= n_coef:
             return half, True
     coarse = grid.with_elements(tuple(max(2, int(round(e / RESAMPLE_RATIO))) for e in elements))
-    return (coarse, False) if coarse.size >= n_coef else None
+    return (coarse, False) if coarse.size >= RESAMPLE_NODES_PER_COEF * n_coef else None
 
 
 def richardson_factor(grid, coarse) -> float:
@@ -121,8 +128,6 @@ def spline_matrix(fine, coarse, periodic: bool) -> np.ndarray:
     """``R`` (``coarse.n_nodes x fine.n_nodes``): the cubic spline through values at ``fine``'s nodes (periodic
     or not-a-knot), evaluated at ``coarse``'s nodes; splines are linear in the values, so ``R`` is the
     spline of the identity."""
-    from scipy.interpolate import CubicSpline
-
     x, y = fine.nodes, np.eye(fine.n_nodes)
     if periodic:
         x, y = np.append(x, fine.upper), np.concatenate([y, y[:1]])
