@@ -48,9 +48,12 @@ from ..core._tensor import apply_along_axes
 from ..estimators.identify import PotentialEstimator
 from ._snapshot_noise import _density_estimator
 
-#: Order in the Hermite element size assumed by the Richardson rule for the basis error (the floor of
-#: the order used for ``beta_corrected``, :func:`observed_order`).
+#: Order in the Hermite element size assumed by the Richardson rule for the basis error of ``psi``
+#: (the default floor of :func:`observed_order`).
 BASIS_ORDER = 2.0
+#: Floor of the order used for ``beta_corrected`` (:func:`beta_order`): the order of the cubic Hermite
+#: gradient's error (module doc).
+BETA_ORDER_FLOOR = 3.0
 #: Upper end of the observed order searched by :func:`observed_order` (beyond it the correction is ~0).
 MAX_ORDER = 64.0
 
@@ -186,22 +189,22 @@ def corrected_gamma(inner, coarse_est, order: float = BASIS_ORDER) -> float:
 
 
 def beta_order(inner, coarse_est, snapshots) -> float:
-    """The order ``max(p_obs, 2)`` of ``beta_corrected`` (module doc): ``gamma`` at ``n_h - 1`` and
-    ``n_h - 2`` elements (refits, or ``coarse_est`` where it has that count), :func:`observed_order`;
-    :data:`BASIS_ORDER` when one of them cannot be fitted."""
+    """The order ``max(p_obs, 3)`` of ``beta_corrected`` (module doc): ``gamma`` at ``n_h - 1`` and
+    ``n_h - 2`` elements (refits, or ``coarse_est`` where it has that count), :func:`observed_order`
+    with the floor :data:`BETA_ORDER_FLOOR`, which is also returned when one of them cannot be fitted."""
     h = inner.hermite_
     fits = {tuple(coarse_est.hermite_.elements): coarse_est}
     gammas, counts = [1.0 / inner.beta_], [float(np.mean(h.elements))]
     for k in (1, 2):
         el = fewer_elements(h.elements, h.periodic, k)
         if el is None:
-            return BASIS_ORDER
+            return BETA_ORDER_FLOOR
         est = fits.get(el) or coarse_refit(inner, snapshots, el)
         if est is None:
-            return BASIS_ORDER
+            return BETA_ORDER_FLOOR
         gammas.append(1.0 / est.beta_)
         counts.append(float(np.mean(el)))
-    return observed_order(counts, gammas)
+    return observed_order(counts, gammas, floor=BETA_ORDER_FLOOR)
 
 
 def remaining_bias_fraction(bias_gamma: float, gamma_shift: float | None, coarsening: int = 1) -> float:
