@@ -4,7 +4,7 @@ Run:  OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_beta_rule.py [--c
 
 Each case is density data from an independent forward solver (:func:`fpirl.forward.simulate_density`: spectral
 on periodic grids, finite volumes with walls; :class:`fpirl.forward.SpectralSolver` for the two potentials of
-``bench_uncertainty.py --only basis``), times ``1 + noise eps`` (seed 1). beta is estimated at ``n_h`` = 4 and 6
+``bench_uncertainty.py --only basis``), times ``1 + noise eps`` (seeds ``--seeds``, default 1). beta is estimated at ``n_h`` = 4 and 6
 Hermite elements (the library's default fit) and refitted (:func:`fpirl.uncertainty._basis.coarse_refit`, the
 refit the library itself uses) at every count from 2 to ``n_h + 1``; the rules are then computed from these
 ``gamma = 1/beta``:
@@ -149,19 +149,21 @@ def main():
     ap.add_argument("--cases", default=",".join(str(i) for i in range(len(CASES))), help="indices into CASES")
     ap.add_argument("--noise", default="0,0.02")
     ap.add_argument("--nh", default="4,6")
+    ap.add_argument("--seeds", default="1", help="noise seeds (each noisy case once per seed)")
     ap.add_argument("--gammas", action="store_true", help="also print gamma at every count")
     args = ap.parse_args()
     names = list(CASES)
     order = ("raw", "lib", "cur", "f3", "p3", "p4", "mono", "loc", "fine", "fineo")
-    errs = {k: {4: [], 6: []} for k in order}
+    errs = {k: {} for k in order}
     cover = {4: [], 6: []}
     print("| case | noise | n_h | p_obs (n_h-2..n_h) | p_obs (n_h-1..n_h+1) | "
           + " | ".join(order) + " | 90% interval | covers | refits s (n_h-1, n_h-2 / n_h+1) |")
     print("|" + "---|" * (8 + len(order)))
     for i in map(int, args.cases.split(",")):
         grid, times, clean, beta = _clean(names[i])
-        for noise in map(float, args.noise.split(",")):
-            v = clean if not noise else np.clip(clean * (1 + noise * np.random.default_rng(1).standard_normal(clean.shape)), 0, None)
+        for noise, seed in [(nz, sd) for nz in map(float, args.noise.split(","))
+                            for sd in ([0] if not nz else map(int, args.seeds.split(",")))]:
+            v = clean if not noise else np.clip(clean * (1 + noise * np.random.default_rng(seed).standard_normal(clean.shape)), 0, None)
             s = DensitySnapshots(grid, times, v)
             for nh in map(int, args.nh.split(",")):
                 with warnings.catch_warnings():
@@ -186,22 +188,22 @@ def main():
                 r = {k: 1.0 / val for k, val in r.items()}
                 r["lib"] = post.beta_corrected
                 for k in order:
-                    if nh in errs[k]:
-                        errs[k][nh].append(abs(r[k] / beta - 1) if r.get(k) is not None else np.inf)
+                    errs[k].setdefault(nh, []).append(abs(r[k] / beta - 1) if r.get(k) is not None else np.inf)
                 cover.setdefault(nh, []).append(lo <= beta <= hi)
                 if args.gammas:
                     print("gamma:", {k: round(v, 5) for k, v in sorted(g.items())})
                 cells = [f"{100 * (r[k] / beta - 1):+.2f}%" if r.get(k) is not None else "-" for k in order]
-                print(f"| {names[i]} | {100 * noise:.0f}% | {nh} | {p_c:.2f} | {p_f:.2f} | " + " | ".join(cells)
+                print(f"| {names[i]} | {100 * noise:.0f}%{f' s{seed}' if noise else ''} | {nh} | {p_c:.2f} | {p_f:.2f} | " + " | ".join(cells)
                       + f" | [{lo:.3f}, {hi:.3f}] | {'yes' if lo <= beta <= hi else 'NO'} | {t1 - t0:.1f} / {t2 - t1:.1f} |",
                       flush=True)
-    print("\n| rule | n_h | median abs error | max abs error | within 3% | within 5% |")
-    print("|---|---|---|---|---|---|")
+    print("\n| rule | n_h | median abs error | max abs error | within 3% | within 5% | closer than cur |")
+    print("|---|---|---|---|---|---|---|")
     for k in order:
         for nh in errs[k]:
             e = 100 * np.array(errs[k][nh])
             if len(e):
-                print(f"| {k} | {nh} | {np.median(e):.2f}% | {e.max():.2f}% | {np.sum(e <= 3)}/{len(e)} | {np.sum(e <= 5)}/{len(e)} |")
+                print(f"| {k} | {nh} | {np.median(e):.2f}% | {e.max():.2f}% | {np.sum(e <= 3)}/{len(e)} | {np.sum(e <= 5)}/{len(e)} | "
+                      f"{np.sum(e < 100 * np.array(errs['cur'][nh]) - 1e-9)}/{len(e)} |")
     for nh, c in cover.items():
         if c:
             print(f"interval covers at n_h = {nh}: {sum(c)}/{len(c)}")
