@@ -1,6 +1,7 @@
 """beta's basis-error correction (issue 20, fifth pass): candidate rules on potentials the rule was not tuned on.
 
-Run:  OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_beta_rule.py [--cases a,b,...] [--noise 0,0.02]
+Run:  OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_beta_rule.py [--cases 0,1,...] [--noise 0,0.02] [--seeds 1,2,3]
+      (recorded in docs/benchmarks.md with --seeds 1,2,3: 37 s)
 
 Each case is density data from an independent forward solver (:func:`fpirl.forward.simulate_density`: spectral
 on periodic grids, finite volumes with walls; :class:`fpirl.forward.SpectralSolver` for the two potentials of
