@@ -28,13 +28,20 @@ nearest counts ``(n_h - 2, n_h - 1, n_h)`` solves
     \frac{\gamma_{n-2} - \gamma_{n-1}}{\gamma_{n-1} - \gamma_n}
     = \frac{(n-2)^{-p} - (n-1)^{-p}}{(n-1)^{-p} - n^{-p}}.
 
-The correction uses ``p = max(p_obs, 2)``: where the last steps converge faster than order 2 (the
-error collapsing as ``psi`` comes inside the Hermite space, or the asymptotic order 3-4 of the cubic
-Hermite gradient reached) the correction shrinks to what that convergence supports; where the three
-values are not monotone, or converge slower than order 2 (pre-asymptotic), it stays the order-2
-correction, never larger. The order is measured on consecutive counts because it is a local
-quantity (here it rose from about 1 at 2-3 elements to 4 and more at 6-8); the step itself stays the
-``3/4`` pair, whose ratio keeps the extrapolation's amplification ``1 / (r^p - 1) <= 1.29`` bounded.
+The correction uses ``p = max(p_obs, 3)`` (:data:`BETA_ORDER_FLOOR`; 3 is the order in ``h`` of the
+cubic Hermite gradient's error, through which the basis error of ``psi`` enters the drift and so
+``gamma``): where the last steps converge faster than order 3 (the error collapsing as ``psi`` comes
+inside the Hermite space, or the faster order 4-7 seen at 6 elements) the correction shrinks to what
+that convergence supports; where the three values are not monotone, or converge slower than order 3
+(pre-asymptotic: at 4 elements the three counts reach down to 2, where ``p_obs`` is below 2), it stays
+the order-3 correction, never larger. The floor was 2 until issue 20's fifth pass; on eight potentials
+it was not designed on (benchmarks/bench_beta_rule.py, docs/benchmarks.md) the order-2 step overshot
+at 4 elements (median error 6.9%, e.g. +11.4% -> -4.4% on a coupled 2-D potential), the order-3 step
+cut it to 2.5% (17 of 32 cases within 3% against 3; worse in 6, among them the trigonometric ``psi``
+the order-2 floor was designed on, -0.3% -> +3.3%). The order is measured on consecutive
+counts because it is a local quantity (here it rose from about 1 at 2-3 elements to 4 and more at
+6-8); the step itself stays the ``3/4`` pair, whose ratio keeps the extrapolation's amplification
+``1 / (r^p - 1) <= 1.05`` bounded (``r >= 5/4``, the smallest at 5 elements).
 """
 
 from __future__ import annotations
@@ -48,9 +55,12 @@ from ..core._tensor import apply_along_axes
 from ..estimators.identify import PotentialEstimator
 from ._snapshot_noise import _density_estimator
 
-#: Order in the Hermite element size assumed by the Richardson rule for the basis error (the floor of
-#: the order used for ``beta_corrected``, :func:`observed_order`).
+#: Order in the Hermite element size assumed by the Richardson rule for the basis error of ``psi``
+#: (the default floor of :func:`observed_order`).
 BASIS_ORDER = 2.0
+#: Floor of the order used for ``beta_corrected`` (:func:`beta_order`): the order of the cubic Hermite
+#: gradient's error (module doc).
+BETA_ORDER_FLOOR = 3.0
 #: Upper end of the observed order searched by :func:`observed_order` (beyond it the correction is ~0).
 MAX_ORDER = 64.0
 
@@ -186,22 +196,22 @@ def corrected_gamma(inner, coarse_est, order: float = BASIS_ORDER) -> float:
 
 
 def beta_order(inner, coarse_est, snapshots) -> float:
-    """The order ``max(p_obs, 2)`` of ``beta_corrected`` (module doc): ``gamma`` at ``n_h - 1`` and
-    ``n_h - 2`` elements (refits, or ``coarse_est`` where it has that count), :func:`observed_order`;
-    :data:`BASIS_ORDER` when one of them cannot be fitted."""
+    """The order ``max(p_obs, 3)`` of ``beta_corrected`` (module doc): ``gamma`` at ``n_h - 1`` and
+    ``n_h - 2`` elements (refits, or ``coarse_est`` where it has that count), :func:`observed_order`
+    with the floor :data:`BETA_ORDER_FLOOR`, which is also returned when one of them cannot be fitted."""
     h = inner.hermite_
     fits = {tuple(coarse_est.hermite_.elements): coarse_est}
     gammas, counts = [1.0 / inner.beta_], [float(np.mean(h.elements))]
     for k in (1, 2):
         el = fewer_elements(h.elements, h.periodic, k)
         if el is None:
-            return BASIS_ORDER
+            return BETA_ORDER_FLOOR
         est = fits.get(el) or coarse_refit(inner, snapshots, el)
         if est is None:
-            return BASIS_ORDER
+            return BETA_ORDER_FLOOR
         gammas.append(1.0 / est.beta_)
         counts.append(float(np.mean(el)))
-    return observed_order(counts, gammas)
+    return observed_order(counts, gammas, floor=BETA_ORDER_FLOOR)
 
 
 def remaining_bias_fraction(bias_gamma: float, gamma_shift: float | None, coarsening: int = 1) -> float:
