@@ -406,11 +406,15 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     else:
         F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
         bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
+    mean_functional = solver.m
+    # the coarse fit of the resolution column runs next: this posterior's operators (band fields, the bordered
+    # system where gamma is estimated) are not held through it (a lower peak; fresh pages are costly)
+    del solver, bd, expected, res, op, source, snapshots
     resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen)
                   if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
-    F[:n] -= np.outer(h.constant_mode().ravel(), solver.m @ F[:n])
+    F[:n] -= np.outer(h.constant_mode().ravel(), mean_functional @ F[:n])
     if not estimated:
         F = np.vstack([F, np.zeros((1, F.shape[1]))])
     return CoefficientPosterior(h, theta, gamma, F, method="posterior", noise_variance=sigma2,
