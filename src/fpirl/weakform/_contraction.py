@@ -257,9 +257,14 @@ def _regrouped_symmetric(X: np.ndarray, dofs, A: np.ndarray) -> np.ndarray:
     rows, cols = list(range(0, 2 * d - 2, 2)), list(range(1, 2 * d - 2, 2))  # of Xp[i_1, i'_1]
     A8 = A.reshape(tuple(dofs) * 2)
     rest = (slice(None),) * (d - 1)
-    for i in range(dofs[0]):
-        for j in range(dofs[0]):
+
+    def work(pairs):
+        for i, j in pairs:
             np.add(Xp[i, j].transpose(rows + cols), Xp[j, i].transpose(cols + rows), out=A8[(i,) + rest + (j,) + rest])
+
+    # the blocks are disjoint: two threads (numpy's strided loops release the GIL; A's fresh pages are
+    # faulted in on both cores)
+    _threaded(work, [(i, j) for i in range(dofs[0]) for j in range(dofs[0])])
     return A
 
 
