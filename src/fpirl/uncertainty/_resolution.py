@@ -169,7 +169,9 @@ def coarse_grid_fit(inner, snapshots):
             # streamed data take a matrix-free path; in memory the 2^-d smaller system is assembled
             # where it fits (the same estimate to the CG tolerance, and its posterior by Cholesky)
             params["solver"] = "auto"
-        return type(inner)(**params).fit(data), data, richardson_factor(grid, coarse)
+        fitted = type(inner)(**params).fit(data)
+    fitted._moments = None  # no refits at other Hermite resolutions of the coarse data: not held
+    return fitted, data, richardson_factor(grid, coarse)
 
 
 def _state(est) -> np.ndarray:

@@ -383,24 +383,38 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         rss += float(np.vdot(rhat, rhat))
         n_rows += rhat.size
     solver = _Solver(inner, op, estimated, rtol)
+    sigma0_2 = rss / max(n_rows - nx, 1)
+    prior = np.zeros((nx, n_draws))
+    prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
+    if solver.chol is not None:
+        # one Cholesky solve for all right-hand sides (K^{-1} is linear: sigma enters after the solve)
+        Z = solver.solve(np.hstack([U, UB, prior, Q]))
+        m_u = U.shape[1]
+        Y, ZB, ZP, ZQ = Z[:, :m_u], Z[:, m_u:m_u + n_draws], Z[:, m_u + n_draws:m_u + 2 * n_draws], Z[:, -1:]
+    else:
+        Y = solver.solve(U)
     # E_1[RSS]: E||r(e)||^2 exact; the correction through d_s = -K^{-1} u_s (of the order of the
     # number of unknowns, against ||r||^2 of the order of the rows) from the first few draws
-    Y = solver.solve(U)
     correction = -2 * np.sum(U * Y, axis=0) + np.sum(Y * solver.data_apply(Y), axis=0)
     e_rss = float(rr + np.mean(correction))
     if not (e_rss > 0 and rss > 0):
         raise FpirlInputError("the residual of the fit is zero: the noise level cannot be estimated")
     sigma2 = rss / e_rss
-    sigma0_2 = rss / max(n_rows - nx, 1)
-    prior = np.zeros((nx, n_draws))
-    prior[:n] = np.sqrt(inner.penalty_ * sigma0_2) * _prior_draws(h, n_draws, g_prior)
-    F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
-    bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
+    if solver.chol is not None:
+        F = -(np.sqrt(sigma2) * ZB + ZP) / np.sqrt(n_draws)
+        bias = -sigma2 * ZQ
+    else:
+        F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
+        bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
+    mean_functional = solver.m
+    # the coarse fit of the resolution column runs next: this posterior's operators (band fields, the bordered
+    # system where gamma is estimated) are not held through it (a lower peak; fresh pages are costly)
+    del solver, bd, expected, res, op, source, snapshots
     resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen)
                   if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
-    F[:n] -= np.outer(h.constant_mode().ravel(), solver.m @ F[:n])
+    F[:n] -= np.outer(h.constant_mode().ravel(), mean_functional @ F[:n])
     if not estimated:
         F = np.vstack([F, np.zeros((1, F.shape[1]))])
     return CoefficientPosterior(h, theta, gamma, F, method="posterior", noise_variance=sigma2,

@@ -82,6 +82,9 @@ def _nonzero_rows(v: dict) -> np.ndarray:
 #: Most doubles of the array between the two halves of :func:`normal_matrix_contraction` (256 MB):
 #: larger ones are filled block by block of the first axis's rows (fresh pages cost ~1 s per GB here).
 _BETWEEN_DOUBLES = 2**25
+#: ... and at most this many times the moment's size: a small moment (a coarse grid, :mod:`fpirl.uncertainty._resolution`)
+#: is cheap to read once per block, fresh pages for a large array between the halves are not.
+_BETWEEN_PER_MOMENT = 1
 
 
 def _first_half(S: np.ndarray, tables, shape, r, h: int, P: np.ndarray) -> None:
@@ -254,9 +257,14 @@ def _regrouped_symmetric(X: np.ndarray, dofs, A: np.ndarray) -> np.ndarray:
     rows, cols = list(range(0, 2 * d - 2, 2)), list(range(1, 2 * d - 2, 2))  # of Xp[i_1, i'_1]
     A8 = A.reshape(tuple(dofs) * 2)
     rest = (slice(None),) * (d - 1)
-    for i in range(dofs[0]):
-        for j in range(dofs[0]):
+
+    def work(pairs):
+        for i, j in pairs:
             np.add(Xp[i, j].transpose(rows + cols), Xp[j, i].transpose(cols + rows), out=A8[(i,) + rest + (j,) + rest])
+
+    # the blocks are disjoint: two threads (numpy's strided loops release the GIL; A's fresh pages are
+    # faulted in on both cores)
+    _threaded(work, [(i, j) for i in range(dofs[0]) for j in range(dofs[0])])
     return A
 
 
@@ -281,7 +289,7 @@ def _nonzero_contraction(S: np.ndarray, vtables, progress=None):
         # the array between the halves for a block of rows of the first axis at a time (the moment is
         # read once per block): at most _BETWEEN_DOUBLES, kept from block to block
         per_row = _prod(r[1:h]) * n_h * T
-        c0 = max(1, min(r[0], _BETWEEN_DOUBLES // per_row))
+        c0 = max(1, min(r[0], int(min(_BETWEEN_DOUBLES, _BETWEEN_PER_MOMENT * S.size)) // per_row))
         c0 = -(-r[0] // -(-r[0] // c0))  # equal blocks
         between = touched_empty(c0 * per_row)
         for i0 in range(0, r[0], c0):
