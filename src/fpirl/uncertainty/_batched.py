@@ -125,7 +125,6 @@ class BatchedDraws:
     def _set_modes(self, V: np.ndarray, Wr: np.ndarray) -> None:
         """The data side of the draws for the time vectors ``V`` ``(K, M)`` of the data and ``Wr`` ``(K, M_r)`` of
         the residual (all modes: the time compression, exact to :data:`COMPRESS_RTOL`; fewer: :meth:`truncate`)."""
-        op, estimated = self.op, self.estimated
         pbar, c, rhat = self._fields
         for name in ("crc", "_many", "_small"):
             self.__dict__.pop(name, None)
