@@ -257,38 +257,37 @@ class HermiteSpace:
         return coef - np.sum(self.mean_functional() * coef) * self.constant_mode()
 
     def h1_seminorm_matrix(self) -> np.ndarray:
-        """Gram matrix of ``int grad psi . grad psi``, i.e. ``sum_a kron_b (G1 if b == a else G0)``.
-
-        Over the leading axes ``S = sum_a kron_b (G1 if b == a else G0)`` and ``T = kron_b G0``; one
-        axis more: ``S <- kron(S, G0_b) + kron(T, G1_b)``, ``T <- kron(T, G0_b)``. The last axis writes
-        both Kronecker products straight into the result by broadcasting (row blocks of the second:
-        no full-size temporaries; fresh memory is costly).
-        """
-        if self.ndim == 1:
-            return self.axes[0].gram(1)
-        S, T, g0, g1 = self._h1_factors()
-        n, k = S.shape[0], g0.shape[0]
-        out = np.empty((n * k, n * k))
-        out4 = out.reshape(n, k, n, k)
-        np.multiply(S[:, None, :, None], g0[None, :, None, :], out=out4)
-        step = self._h1_rows(n, k)
-        for i in range(0, n, step):
-            out4[i : i + step] += T[i : i + step, None, :, None] * g1[None, :, None, :]
-        return out
+        """Gram matrix of ``int grad psi . grad psi``, i.e. ``sum_a kron_b (G1 if b == a else G0)``
+        (:meth:`add_h1_seminorm` into zeros)."""
+        return self.add_h1_seminorm(np.zeros((self.n_coef, self.n_coef)))
 
     def add_h1_seminorm(self, out: np.ndarray, scale: float = 1.0) -> np.ndarray:
         """``out += scale * P`` in place for ``P`` = :meth:`h1_seminorm_matrix`, without forming ``P`` (one pass
-        over ``out`` by row blocks; the same rounding as ``P * scale + out``). Returns ``out``."""
+        over ``out`` by row blocks; the same rounding as ``P * scale + out``). Returns ``out``.
+
+        Over the leading axes ``S = sum_a kron_b (G1 if b == a else G0)`` and ``T = kron_b G0``; one axis
+        more: ``S <- kron(S, G0_b) + kron(T, G1_b)``, ``T <- kron(T, G0_b)``; the last axis's two Kronecker
+        products are formed by broadcasting, a block of rows at a time (no full-size temporaries).
+        ``out``: a C-contiguous ``(n_coef, n_coef)`` float array.
+        """
+        if not (out.flags.c_contiguous and out.shape == (self.n_coef, self.n_coef)):
+            raise ValueError(f"add_h1_seminorm needs a C-contiguous ({self.n_coef}, {self.n_coef}) array")
         if self.ndim == 1:
             out += self.axes[0].gram(1) * scale
             return out
-        S, T, g0, g1 = self._h1_factors()
-        n, k = S.shape[0], g0.shape[0]
+        g0 = [ax.gram(0) for ax in self.axes]
+        g1 = [ax.gram(1) for ax in self.axes]
+        S, T = g1[0], g0[0]
+        for b in range(1, self.ndim - 1):
+            S = np.kron(S, g0[b])
+            S += np.kron(T, g1[b])
+            T = np.kron(T, g0[b])
+        n, k = S.shape[0], g0[-1].shape[0]
         out4 = out.reshape(n, k, n, k)
-        step = self._h1_rows(n, k)
+        step = max(1, 2**18 // (n * k * k))  # rows of S per block: about 2 MB of temporaries
         for i in range(0, n, step):
-            block = S[i : i + step, None, :, None] * g0[None, :, None, :]
-            block += T[i : i + step, None, :, None] * g1[None, :, None, :]
+            block = S[i : i + step, None, :, None] * g0[-1][None, :, None, :]
+            block += T[i : i + step, None, :, None] * g1[-1][None, :, None, :]
             block *= scale
             out4[i : i + step] += block
         return out
@@ -298,22 +297,6 @@ class HermiteSpace:
         t0 = [np.trace(ax.gram(0)) for ax in self.axes]
         t1 = [np.trace(ax.gram(1)) for ax in self.axes]
         return float(sum(np.prod([t1[b] if b == a else t0[b] for b in range(self.ndim)]) for a in range(self.ndim)))
-
-    def _h1_factors(self):
-        """``(S, T, G0_last, G1_last)``: the Kronecker sums of :meth:`h1_seminorm_matrix` over all axes but the last."""
-        g0 = [ax.gram(0) for ax in self.axes]
-        g1 = [ax.gram(1) for ax in self.axes]
-        S, T = g1[0], g0[0]
-        for b in range(1, self.ndim - 1):
-            S = np.kron(S, g0[b])
-            S += np.kron(T, g1[b])
-            T = np.kron(T, g0[b])
-        return S, T, g0[-1], g1[-1]
-
-    @staticmethod
-    def _h1_rows(n: int, k: int) -> int:
-        """Rows of ``S`` per block of the last axis's products (about 2 MB of temporaries)."""
-        return max(1, 2**18 // (n * k * k))
 
     def __repr__(self):
         return f"HermiteSpace(elements={self.elements}, periodic={self.periodic}, n_coef={self.n_coef})"

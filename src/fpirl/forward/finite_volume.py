@@ -7,10 +7,10 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.interpolate import make_interp_spline
 from scipy.sparse.linalg import expm_multiply, splu
 
 from ..core._errors import FpirlInputError
+from ..core._splines import spline_matrix
 from ..core.validation import positive
 from ._common import _ForwardSolver, _bounds, _per_axis
 
@@ -67,13 +67,6 @@ def _factorise(matrix: sp.spmatrix):
         diag_pivot_thresh=0.0,
         options={"SymmetricMode": True},
     )
-
-
-def _spline_matrix(nodes: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Matrix mapping nodal values to the cubic (not-a-knot) interpolating spline at ``x``."""
-    m = nodes.size
-    spline = make_interp_spline(nodes, np.eye(m), k=min(3, m - 1), axis=0)
-    return np.asarray(spline(np.asarray(x, dtype=float)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,7 +249,7 @@ class FiniteVolumeSolver(_ForwardSolver):
             tol = 1e-12 * (hi - lo)
             if np.any(c < lo - tol) or np.any(c > hi + tol):
                 raise FpirlInputError(f"coordinates outside [{lo:g}, {hi:g}] cannot be evaluated")
-            mats.append(_spline_matrix(x, np.clip(c, lo, hi)))
+            mats.append(spline_matrix(x, np.clip(c, lo, hi)))
         return mats
 
 

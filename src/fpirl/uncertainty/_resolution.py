@@ -43,8 +43,8 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
+from ..core._splines import spline_matrix
 from ..core._tensor import apply_along_axes
 from ..core.density import DensitySnapshots
 from ..weakform.matfree import StreamingSnapshots
@@ -124,21 +124,13 @@ def richardson_factor(grid, coarse) -> float:
     return float(1.0 / (r2 - 1.0))
 
 
-def spline_matrix(fine, coarse, periodic: bool) -> np.ndarray:
-    """``R`` (``coarse.n_nodes x fine.n_nodes``): the cubic spline through values at ``fine``'s nodes (periodic
-    or not-a-knot), evaluated at ``coarse``'s nodes; splines are linear in the values, so ``R`` is the
-    spline of the identity."""
-    x, y = fine.nodes, np.eye(fine.n_nodes)
-    if periodic:
-        x, y = np.append(x, fine.upper), np.concatenate([y, y[:1]])
-    return CubicSpline(x, y, axis=0, bc_type="periodic" if periodic else "not-a-knot")(coarse.nodes)
-
-
 def resample(snapshots: DensitySnapshots, coarse) -> DensitySnapshots:
     """The snapshots' nodal values carried to the nodes of ``coarse`` (same domain) by cubic splines along
-    each axis (:func:`spline_matrix`, one matrix per axis applied by sum factorisation); clipped at 0."""
+    each axis (:func:`fpirl.core._splines.spline_matrix`: periodic splines on a periodic grid, not-a-knot
+    otherwise; one matrix per axis applied by sum factorisation); clipped at 0."""
     grid = snapshots.grid
-    mats = [spline_matrix(f, c, grid.periodic) for f, c in zip(grid.axes, coarse.axes)]
+    mats = [spline_matrix(f.nodes, c.nodes, f.upper - f.lower if grid.periodic else None)
+            for f, c in zip(grid.axes, coarse.axes)]
     return DensitySnapshots(coarse, snapshots.times, np.clip(apply_along_axes(snapshots.values, mats), 0.0, None))
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..core._tensor import apply_along_axes, apply_along_axis
 from ._krylov import Marginals
 from .assembly import NormalEquations
 
@@ -61,26 +62,6 @@ def array_namespace(device: str):
 def _host(x) -> np.ndarray:
     """``x`` as a NumPy array (a device array is copied back)."""
     return x if isinstance(x, np.ndarray) else x.get()
-
-
-def _along(xp, x, axis: int, M):
-    """``M`` applied to axis ``axis`` of the C-contiguous ``x``: one (batched) GEMM, as
-    :func:`fpirl.core._tensor.apply_along_axis`, on the namespace ``xp``."""
-    shape = x.shape
-    L = int(np.prod(shape[:axis], dtype=np.int64))
-    R = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    if R == 1:
-        y = x.reshape(L, shape[axis]) @ M.T
-    else:
-        y = xp.matmul(M, x.reshape(L, shape[axis], R))
-    return y.reshape(shape[:axis] + (M.shape[0],) + shape[axis + 1:])
-
-
-def _along_axes(xp, x, mats, lead: int = 0):
-    """``(M_1 kron ... kron M_k)`` on the axes after the first ``lead`` ones."""
-    for i, M in enumerate(mats):
-        x = _along(xp, x, lead + i, M)
-    return x
 
 
 class BatchedMixedFlux:
@@ -127,8 +108,8 @@ class BatchedMixedFlux:
         xp = self.xp
         Y = xp.asarray(Q, dtype=float)
         if self._Pt is not None:
-            Y = _along_axes(xp, Y, self._Pt, lead=1)
-        return [_along(xp, Y, a + 1, self._Xa[a]) for a in range(self.d)]
+            Y = apply_along_axes(Y, self._Pt)
+        return [apply_along_axis(Y, a + 1, self._Xa[a]) for a in range(self.d)]
 
     def _batches(self):
         """``(K, *shape)`` arrays of modes (their points cached) or streamed time pairs, as lists ``X_a``."""
@@ -145,7 +126,7 @@ class BatchedMixedFlux:
     def _accumulate(self, X, r, h) -> None:
         """``h_a += sum_m X_{a,m} * tilde T_a^T r_m`` for every axis ``a`` (``r``: a batch on the FE nodes)."""
         for a in range(self.d):
-            t = _along(self.xp, r, a + 1, self._TaT[a])
+            t = apply_along_axis(r, a + 1, self._TaT[a])
             t *= X[a]
             s = t.sum(axis=0)
             h[a] = s if h[a] is None else h[a] + s
@@ -154,7 +135,7 @@ class BatchedMixedFlux:
         """``sum_a G_a^T h_a`` (flat, on the host)."""
         out = None
         for a in range(self.d):
-            v = _along_axes(self.xp, h[a], self._HT[a])
+            v = apply_along_axes(h[a], self._HT[a])
             out = v if out is None else out + v
         return _host(out).ravel()
 
@@ -162,14 +143,14 @@ class BatchedMixedFlux:
         """``A c`` (flat, on the host); see the module docstring."""
         xp, d = self.xp, self.d
         x = xp.asarray(np.asarray(c, dtype=float).reshape(self.op.hermite.shape))
-        g = [_along_axes(xp, x, self._H[a]) for a in range(d)]
+        g = [apply_along_axes(x, self._H[a]) for a in range(d)]
         h = [None] * d
         for X in self._batches():
             u = None
             for a in range(d):
-                v = _along(xp, X[a] * g[a], a + 1, self._Ta[a])
+                v = apply_along_axis(X[a] * g[a], a + 1, self._Ta[a])
                 u = v if u is None else u + v
-            self._accumulate(X, _along_axes(xp, u, self._NtN, lead=1), h)
+            self._accumulate(X, apply_along_axes(u, self._NtN), h)
         return self._adjoint(h)
 
     def right_hand_sides(self):
@@ -191,19 +172,19 @@ class BatchedMixedFlux:
                 op._pod.add(pbar)
             for s in range(0, pbar.shape[0], K):
                 q, qdot = xp.asarray(pbar[s:s + K]), xp.asarray(pdot[s:s + K])
-                trace += op._trace_term(q, tmats, along=lambda x, axis, M: _along(xp, x, axis, M))
-                g = _along_axes(xp, qdot, self._mass, lead=1)
+                trace += op._trace_term(q, tmats, along=apply_along_axis)
+                g = apply_along_axes(qdot, self._mass)
                 lap = None
                 for a in range(d):
-                    v = _along(xp, q, a + 1, self._lap[a])
+                    v = apply_along_axis(q, a + 1, self._lap[a])
                     lap = v if lap is None else lap + v
-                c = _along_axes(xp, lap, self._mass, lead=1)
+                c = apply_along_axes(lap, self._mass)
                 gg += float((g * g).sum())
                 gc += float((g * c).sum())
                 cc += float((c * c).sum())
                 n_rows += int(g.size)
                 X = self.points(q)
-                self._accumulate(X, _along_axes(xp, g, self._Nt, lead=1), hg)
-                self._accumulate(X, _along_axes(xp, c, self._Nt, lead=1), hc)
+                self._accumulate(X, apply_along_axes(g, self._Nt), hg)
+                self._accumulate(X, apply_along_axes(c, self._Nt), hc)
         ne = NormalEquations(None, self._adjoint(hg), self._adjoint(hc), gg, gc, cc, n_rows)
         return ne, float(trace), marg.normalised()

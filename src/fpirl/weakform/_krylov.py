@@ -161,10 +161,8 @@ def conjugate_gradient(matvec, b: np.ndarray, precond, *, rtol: float = 1e-10, m
 
 
 def trace_h1(hermite) -> float:
-    """``trace(P)`` of the H1-seminorm Gram matrix (a sum of Kronecker products: products of traces)."""
-    g0 = [np.trace(ax.gram(0)) for ax in hermite.axes]
-    g1 = [np.trace(ax.gram(1)) for ax in hermite.axes]
-    return float(sum(np.prod([g1[b] if b == a else g0[b] for b in range(hermite.ndim)]) for a in range(hermite.ndim)))
+    """``trace(P)`` of the H1-seminorm Gram matrix (:meth:`fpirl.core.hermite.HermiteSpace.h1_seminorm_trace`)."""
+    return hermite.h1_seminorm_trace()
 
 
 def solve_regression(op, ridge: float, gamma=None, *, rtol: float = 1e-10, maxiter: int = 1000,
