@@ -416,7 +416,8 @@ def _child(kind, args):
         from fpirl.cli import main as cli
 
         t0 = time.perf_counter()
-        rc = cli(args)
+        sys.argv = ["fpirl", *args]  # as the console script runs it (its process-wide settings included)
+        rc = cli()
         assert rc == 0, rc
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"seconds": time.perf_counter() - t0,
