@@ -150,7 +150,8 @@ def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chun
 
     monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", chunk)
     monkeypatch.setattr(_contraction, "_BETWEEN_DOUBLES", 4 * chunk)  # blocks of the first axis's rows
-    for nodes, dofs in (((3, 4), (2, 3)), ((2, 3, 1), (2, 3, 2)), ((1, 2, 1, 2), (2, 2, 1, 2))):
+    for nodes, dofs in (((4,), (3,)), ((3, 4), (2, 3)), ((2, 3, 1), (2, 3, 2)), ((1, 2, 1, 2), (2, 2, 1, 2)),
+                        ((1, 1, 2, 1, 1), (2, 1, 2, 2, 1))):
         vtables = []
         for n, nd in zip(nodes, dofs):
             tb = {(0, 1): rng.standard_normal((nd * nd, 5 * n))}
