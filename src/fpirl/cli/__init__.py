@@ -18,7 +18,7 @@ import threading
 import warnings
 
 from ..core._errors import FpirlInputError, FpirlRuntimeError
-from ..core._memory import retain_freed_memory, small_pages
+from ._memory import retain_freed_memory, small_pages
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one_line, _Parser
 from .benchmark import add_benchmark_arguments, cmd_benchmark
 from .commands import (add_compare_arguments, add_demo_arguments, add_plot_arguments, add_simulate_arguments,
@@ -137,9 +137,9 @@ def main(argv=None) -> int:
 
     SIGINT and SIGTERM at any time end the run with one line and exit code 1 (a file being
     written is removed, as on any failure). numpy allocates without huge-page advice meanwhile
-    (:func:`fpirl.core._memory.small_pages`: faster fits on machines that defragment on demand). As the
+    (:func:`fpirl.cli._memory.small_pages`: faster fits on machines that defragment on demand). As the
     console script (``argv`` None) it also keeps freed memory for reuse
-    (:func:`fpirl.core._memory.retain_freed_memory`; the process's own setting, not reversible).
+    (:func:`fpirl.cli._memory.retain_freed_memory`; the process's own setting, not reversible).
     """
     command_line = argv is None
     if command_line:

@@ -1,9 +1,10 @@
-"""Process-wide memory settings of the command line (never changed by importing the library)."""
+"""Process-wide memory settings of the `fpirl` command (never changed by importing the library)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 #: numpy's own switch; where the user set it, their choice stands.
 HUGEPAGE_VARIABLE = "NUMPY_MADVISE_HUGEPAGE"
@@ -18,6 +19,16 @@ def _hugepage_switch():
     return getattr(multiarray, "_set_madvise_hugepage", None)
 
 
+def _numpy_default() -> bool:
+    """The advice numpy sets at import without the variable: on, except on Linux kernels before 4.6."""
+    if sys.platform != "linux":
+        return True
+    try:
+        return tuple(int(v) for v in os.uname().release.split(".")[:2]) >= (4, 6)
+    except ValueError:
+        return False
+
+
 @contextlib.contextmanager
 def small_pages():
     """Context in which numpy allocates without the transparent-huge-page advice (restored on exit).
@@ -26,12 +37,27 @@ def small_pages():
     kernel defragments on demand for such memory (``/sys/kernel/mm/transparent_hugepage/defrag`` =
     ``madvise``, common), a first touch can wait for compaction. A fit touches about 1.5 GB of fresh
     pages and reads them in long streams (no gain from fewer TLB misses), so the advice only costs.
-    Measured on the 2-core test machine (docs/benchmarks.md, issue 20): the 4-D bare fit 3.5-4.0 s ->
-    3.0 s and the default fit 12.1 s -> 10.0 s, user time unchanged, system time 1.2-1.6 s -> 0.6 s and
-    4.1 s -> 1.7 s. A user who sets ``NUMPY_MADVISE_HUGEPAGE`` keeps numpy's behaviour for that value.
+    Measured on the 2-core test machine (docs/benchmarks.md, issue 20): the 4-D bare fit 3.0-3.4 s ->
+    2.3 s after imports, system time 1.3-1.7 s -> 0.4 s; the default fit 12.1 s -> 10.0 s. A user who sets
+    ``NUMPY_MADVISE_HUGEPAGE`` keeps numpy's behaviour for that value. Before numpy is imported (the
+    console script: ``--help`` and usage errors never import it) the variable is set for numpy to read
+    at import, and removed again on exit.
     """
+    if HUGEPAGE_VARIABLE in os.environ:
+        yield
+        return
+    if "numpy" not in sys.modules:
+        os.environ[HUGEPAGE_VARIABLE] = "0"
+        try:
+            yield
+        finally:
+            os.environ.pop(HUGEPAGE_VARIABLE, None)
+            switch = _hugepage_switch() if "numpy" in sys.modules else None
+            if switch is not None:
+                switch(_numpy_default())
+        return
     switch = _hugepage_switch()
-    if switch is None or HUGEPAGE_VARIABLE in os.environ:
+    if switch is None:
         yield
         return
     before = switch(False)

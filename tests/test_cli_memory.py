@@ -1,10 +1,10 @@
-"""The command line's memory setting (fpirl.core._memory): numpy's huge-page advice off inside, restored after."""
+"""The command line's memory setting (fpirl.cli._memory): numpy's huge-page advice off inside, restored after."""
 
 import numpy as np
 import pytest
 
-from fpirl.core import _memory
-from fpirl.core._memory import HUGEPAGE_VARIABLE, small_pages
+from fpirl.cli import _memory
+from fpirl.cli._memory import HUGEPAGE_VARIABLE, small_pages
 
 
 def _advice():
@@ -62,7 +62,7 @@ def test_the_command_line_restores_numpys_setting(switch, monkeypatch, capsys, t
 _REUSE = """
 import resource, sys
 import numpy as np
-from fpirl.core._memory import retain_freed_memory
+from fpirl.cli._memory import retain_freed_memory
 if sys.argv[1] == "1" and not retain_freed_memory():
     print("unsupported"); raise SystemExit
 a = np.ones(2**24); del a  # 128 MiB, freed
@@ -90,3 +90,30 @@ def test_retained_memory_is_reused_without_page_faults():
     pages = 2**24 * 8 // 4096  # 32768 fresh pages for the second array without reuse
     assert int(_faults(False)) > pages // 2  # glibc maps and unmaps it: every page faults again
     assert int(retained) < pages // 20  # kept in the heap: reused
+
+
+_FRESH = """
+import os, sys
+from fpirl.cli._memory import small_pages
+with small_pages():
+    import numpy as np
+    from fpirl.cli._memory import _hugepage_switch
+    s = _hugepage_switch()
+    inside = s(False)
+    print(inside, os.environ.get("NUMPY_MADVISE_HUGEPAGE"))
+print(s(True), "NUMPY_MADVISE_HUGEPAGE" in os.environ)
+"""
+
+
+def test_numpy_imported_inside_reads_the_variable_and_gets_its_default_back():
+    """The console script imports numpy inside the context: numpy reads the variable at import; on exit the
+    variable is gone and numpy's advice is its default again (on, on Linux >= 4.6)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != HUGEPAGE_VARIABLE}
+    out = subprocess.run([sys.executable, "-c", _FRESH], capture_output=True, text=True, env=env, check=True)
+    inside, after = out.stdout.strip().splitlines()
+    assert inside == "False 0"
+    assert after == f"{_memory._numpy_default()} False"
