@@ -95,10 +95,12 @@ def test_noise_bias_of_beta_removed(spectral_data):
 
 
 def test_block_averages_sit_on_the_shifted_grid():
-    g = Grid([-1, 0], [1, 2], (32, 16), boundary="periodic")
-    v = np.ones((2, 32, 16))
+    g = Grid([-1, 0], [1, 2], (32, 14), boundary="periodic")
+    v = np.ones((2, 32, 14))
     c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (1, 1))
-    assert c is None  # a coarse axis below MIN_COARSE_NODES
+    assert c is None  # a coarse axis below MIN_COARSE_NODES (8)
+    g = Grid([-1, 0], [1, 2], (32, 16), boundary="periodic")
+    assert block_averaged(DensitySnapshots(g, [0.0, 0.1], np.ones((2, 32, 16))), (1, 5)) is None  # < 2 per element
     g = Grid([-1, 0], [1, 2], (32, 32), boundary="periodic")
     v = 1.0 + np.random.default_rng(0).random((2, 32, 32))
     c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (2, 2))
@@ -111,8 +113,34 @@ def test_block_averages_sit_on_the_shifted_grid():
     c = block_averaged(DensitySnapshots(walls, [0.0, 0.1], w), (2,))
     np.testing.assert_array_equal(c.grid.coords[0], walls.coords[0][::2])
     np.testing.assert_array_equal(c.values, w[:, ::2])
-    assert block_averaged(DensitySnapshots(Grid([-1], [1], 33, boundary="reflecting"), [0.0, 0.1],
-                                           np.ones((2, 34))), (2,)) is None  # odd element count
+
+
+def test_odd_element_counts_take_the_linear_density_at_the_coarse_nodes(rng):
+    """An odd element count: the linear FE density (np.interp, independent of the code) at ``n // 2``
+    elements, walls kept or wrapped; each fine node feeds at most one coarse node (independent noise)."""
+    from fpirl.estimators._beta_noise import _restriction
+
+    walls = Grid([-1], [1], 33, boundary="reflecting")
+    w = 1.0 + rng.random((2, 34))
+    c = block_averaged(DensitySnapshots(walls, [0.0, 0.1], w), (2,))
+    assert c.grid.shape == (17,) and c.grid.elements == (16,) and not c.grid.periodic
+    np.testing.assert_allclose(c.grid.coords[0], np.linspace(-1, 1, 17))
+    for k in range(2):
+        np.testing.assert_allclose(c.values[k], np.interp(c.grid.coords[0], walls.coords[0], w[k]), rtol=1e-13)
+    ring = Grid([0, -1], [3, 1], (35, 32), boundary="periodic")  # odd along the first axis, even along the second
+    v = 1.0 + rng.random((2, 35, 32))
+    c = block_averaged(DensitySnapshots(ring, [0.0, 0.1], v), (2, 2))
+    assert c.grid.shape == (17, 16)
+    np.testing.assert_allclose(c.grid.coords[0], ring.coords[0][0] + np.arange(17) * 3 / 17)
+    pairs = 0.5 * (v[:, :, 0::2] + v[:, :, 1::2])  # block means along the even axis
+    x0 = ring.coords[0]
+    want = np.array([[np.interp(c.grid.coords[0], x0, pairs[k, :, j], period=3.0) for j in range(16)]
+                     for k in range(2)]).transpose(0, 2, 1)
+    np.testing.assert_allclose(c.values, want, rtol=1e-13)
+    for n, periodic in ((33, False), (35, True), (9, False)):
+        R, _ = _restriction(n, periodic)
+        assert np.all(np.count_nonzero(R, axis=0) <= 1)
+        np.testing.assert_allclose(R.sum(axis=1), 1.0)
 
 
 def test_noise_dominated_beta_from_block_means():
@@ -158,3 +186,65 @@ def test_correction_that_moves_nothing_keeps_the_beta_interval(spectral_data):
     assert remaining_bias_fraction(0.2, -0.2) == 0.0 and remaining_bias_fraction(0.2, 0.0) == 1.0
     assert remaining_bias_fraction(-0.2, 0.05) == pytest.approx(0.75)
     assert remaining_bias_fraction(0.2, 0.0, coarsening=2) == 0.0 and remaining_bias_fraction(0.2, None) == 0.0
+
+
+def test_beta_left_open_tries_block_means_before_plain_least_squares(monkeypatch):
+    """Where the correction leaves 1/beta undetermined (forced here for the fine fit only), beta comes from
+    block means, as with the block forced; on a grid that cannot be coarsened the fit warns and falls back
+    to plain least squares (the uncorrected fit's beta)."""
+    import warnings
+
+    from fpirl.estimators import identify
+
+    f = smooth_function(2, True)
+    solver = SpectralSolver([-1, -1], [1, 1], 32, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), 4.0)
+    times = 0.02 * np.arange(16)
+    real = identify.beta_left_open
+    for n, can_coarsen in ((32, True), (14, False)):
+        grid = Grid([-1, -1], [1, 1], n, boundary="periodic")
+        clean = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times),
+                                        grid.coords), 0, None)
+        s = DensitySnapshots(grid, times, clean * (1 + 0.02 * np.random.default_rng(3).standard_normal(clean.shape)))
+        calls = []
+        monkeypatch.setattr(identify, "beta_left_open", lambda *a: not calls.append(1) and len(calls) == 1 or real(*a))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            est = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s)
+        monkeypatch.setattr(identify, "beta_left_open", real)
+        fallback = [w for w in seen if "undetermined once its bias is removed" in str(w.message)]
+        if can_coarsen:
+            assert est.beta_coarsening_ >= 2 and not fallback
+            forced = PotentialEstimator(hermite_elements=4, estimate_beta=True, beta_block=est.beta_coarsening_).fit(s)
+            assert est.beta_ == pytest.approx(forced.beta_, rel=1e-12)
+        else:
+            assert est.beta_coarsening_ == 1 and len(fallback) == 1
+            plain = PotentialEstimator(hermite_elements=4, estimate_beta=True, correct_noise=False).fit(s)
+            assert est.beta_ == pytest.approx(plain.beta_, rel=1e-10)
+
+
+def test_small_noisy_grid_with_walls_is_coarsened(monkeypatch):
+    """2-D finite-volume data with walls, 24 elements per axis, 5% noise (the CLI sweep's case): beta from the
+    grid of 12 elements (within 5% at 6 Hermite elements); with the former floor of 16 coarse elements the
+    grid stayed fine and beta came out 80% high."""
+    from fpirl.estimators import _beta_noise
+    from fpirl.forward import simulate_density
+
+    amp, ph = np.array([0.6, 0.35]), np.array([0.3, -0.7])
+
+    def psi(x):
+        return (amp * np.cos(np.pi * x + ph)).sum(-1) + 0.3 * np.prod(np.sin(np.pi * x), axis=-1)
+
+    def grad(x):
+        s, c = np.sin(np.pi * x), np.cos(np.pi * x)
+        coupling = 0.3 * np.pi * np.stack([c[..., 0] * s[..., 1], s[..., 0] * c[..., 1]], -1)
+        return -amp * np.pi * np.sin(np.pi * x + ph) + coupling
+
+    g = Grid([-1.0, -1.0], [1.0, 1.0], 24, boundary="reflecting")
+    times = 0.02 * np.arange(25)
+    v = np.asarray(simulate_density(g, psi, grad, 4.0, von_mises_bump(g.lower, g.upper, [0.3, -0.4], 1.0), times))
+    s = DensitySnapshots(g, times, np.clip(v * (1 + 0.05 * np.random.default_rng(1).standard_normal(v.shape)), 0, None))
+    est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
+    assert est.beta_coarsening_ == 2 and abs(est.beta_ / 4.0 - 1) < 0.05, (est.beta_, est.beta_coarsening_)
+    monkeypatch.setattr(_beta_noise, "MIN_COARSE_NODES", 16)
+    old = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
+    assert old.beta_coarsening_ == 1 and old.beta_ / 4.0 - 1 > 0.5, old.beta_

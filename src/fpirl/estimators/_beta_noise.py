@@ -26,9 +26,13 @@ Bounded (reflecting) grids take every second node instead (block means would not
 the noise is not averaged but amplified four times less; measured on 2-D finite-volume data with
 walls (33^2 nodes, beta = 4, 4 seeds): 1% noise 3.95 +- 0.02, 2% 3.99 +- 0.06 against 4.24 and 4.92
 for the corrected fit alone (whose remaining bias is second order: the noise of ``X^T c`` inflates
-``X^T c . A^-1 X^T c``, which the first-moment correction does not remove). Coarsening needs an
-even number of elements per axis; a coarse grid keeps at least :data:`MIN_COARSE_NODES` elements
-and two per Hermite element on every axis.
+``X^T c . A^-1 X^T c``, which the first-moment correction does not remove). An axis with an odd number
+of elements ``n`` goes to ``n // 2`` elements through the linear density at the coarse nodes (spacing a
+little over two fine spacings: each fine node feeds one coarse node, so the noise stays independent,
+its variance times ``(1 - t)^2 + t^2``, between 1/2 and 1). A coarse grid keeps at least
+:data:`MIN_COARSE_NODES` elements and two per Hermite element on every axis. Where the correction leaves
+``1/beta`` undetermined (the most noise-dominated case) block means are tried before the fallback to
+plain least squares (which overestimated beta 20-fold on such data).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import warnings
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..core._tensor import apply_along_axes
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..weakform.noise_bias import CorrectedNormalEquations
@@ -46,22 +51,36 @@ from ..weakform.noise_bias import CorrectedNormalEquations
 #: (module doc: where the corrected estimate's scatter, about ``0.05 rho`` of beta, passes the
 #: ``O(h^2)`` smoothing error of the block means, 1-2%).
 NOISE_SHARE_MAX = 0.25
-#: Fewest elements per axis of a coarsened grid: below, the weak form's own discretisation error
-#: takes over (2-D finite-volume data with walls: beta -1.7% noise-free on 16 elements, -4.5% to
-#: -8% on 8 elements at 2-5% noise; docs/benchmarks.md).
-MIN_COARSE_NODES = 16
+#: Fewest elements per axis of a coarsened grid. The coarse grid's own discretisation error grows as it
+#: gets coarser (2-D finite-volume data with walls: beta -1.7% noise-free on 16 elements, -4.5% to -8% on 8
+#: at 2-5% noise), but where the noise dominates (rho > NOISE_SHARE_MAX) the fine grid's error is larger:
+#: with 16 here, grids of 16-31 elements were never coarsened (2-D 24^2 walls at 5%: +89%); with 8, on 14
+#: cases of independent-solver data the median |error| at 5% noise went from 13% to 3.6%
+#: (benchmarks/bench_beta_coarse.py, docs/benchmarks.md, issue 20 sixth pass).
+MIN_COARSE_NODES = 8
 
 
-def noise_leaves_beta_open(ne, gamma, schur) -> bool:
-    """True (with a warning) when the noise-corrected system does not determine ``1/beta``
-    (non-positive Schur complement or ``gamma``): the fit then falls back to plain least squares."""
-    if not isinstance(ne, CorrectedNormalEquations) or (gamma > 0 and schur > 0):
-        return False
+def beta_left_open(ne, gamma, schur) -> bool:
+    """Whether the noise-corrected system leaves ``1/beta`` undetermined (non-positive Schur complement or
+    ``gamma``): the most noise-dominated case, where block means are tried first (:func:`coarse_beta`)."""
+    return isinstance(ne, CorrectedNormalEquations) and not (gamma > 0 and schur > 0)
+
+
+def warn_left_open(gamma) -> None:
+    """The warning of the fallback to plain least squares (nothing else determines ``1/beta``)."""
     warnings.warn(
         "the snapshot noise leaves beta undetermined once its bias is removed (corrected 1/beta = "
         f"{gamma:.3g}); falling back to plain least squares, which overestimates beta on noisy data - "
         "give --beta, or use more or less noisy snapshots", RuntimeWarning, stacklevel=3,
     )
+
+
+def noise_leaves_beta_open(ne, gamma, schur) -> bool:
+    """True (with a warning) when the noise-corrected system does not determine ``1/beta``
+    (:func:`beta_left_open`): the fit then falls back to plain least squares."""
+    if not beta_left_open(ne, gamma, schur):
+        return False
+    warn_left_open(gamma)
     return True
 
 
@@ -72,28 +91,53 @@ def noise_share(ne, schur: float) -> float:
     return float(ne.correction["cc"] / schur) if schur > 0 else float("inf")
 
 
-def block_averaged(snapshots: DensitySnapshots, elements) -> DensitySnapshots | None:
-    """The snapshots on a grid with half the elements per axis (module doc), or None.
+def _restriction(n: int, periodic: bool) -> tuple[np.ndarray, float]:
+    """``(R, shift)``: the 1-D map from an axis of ``n`` elements to ``n // 2`` (module doc) and the coarse
+    grid's shift in fine spacings.
 
-    Periodic grids (even node counts): means over blocks of ``2^d`` nodes, on the grid shifted by
-    half a node. Bounded grids (even element counts): every second node, the walls kept (block means
-    would not sit on the walls; the noise is not averaged, only amplified four times less).
+    Even ``n``: pair means on the grid shifted by half a node (periodic), every second node (walls). Odd ``n``:
+    the linear finite-element density evaluated at the coarse nodes (spacing ``n / (n // 2) > 2`` fine
+    spacings, so each fine node enters at most one coarse node: the noise stays independent from node to
+    node, its variance times ``(1 - t)^2 + t^2`` at fraction ``t`` between the bracketing nodes, varying
+    slowly; walls kept).
+    """
+    m = n // 2
+    nodes = n if periodic else n + 1
+    coarse = m if periodic else m + 1
+    R = np.zeros((coarse, nodes))
+    if n % 2 == 0:
+        j = np.arange(coarse)
+        if periodic:
+            R[j, 2 * j] = R[j, (2 * j + 1) % n] = 0.5
+            return R, 0.5
+        R[j, 2 * j] = 1.0
+        return R, 0.0
+    x = np.arange(coarse) * (n / m)  # coarse nodes in fine spacings
+    left = np.floor(x).astype(int)
+    t = x - left
+    R[np.arange(coarse), left % nodes] += 1.0 - t
+    R[np.arange(coarse), (left + 1) % nodes if periodic else np.minimum(left + 1, n)] += t
+    return R, 0.0
+
+
+def block_averaged(snapshots: DensitySnapshots, elements) -> DensitySnapshots | None:
+    """The snapshots on a grid with half the elements per axis (rounded down; module doc), or None.
+
+    Periodic grids: means over blocks of ``2^d`` nodes, on the grid shifted by half a node. Bounded grids:
+    every second node, the walls kept (block means would not sit on the walls; the noise is not averaged,
+    only amplified four times less). An axis with an odd element count: the linear density at the coarse
+    nodes (:func:`_restriction`). None where a coarse axis would have fewer than :data:`MIN_COARSE_NODES`
+    elements or two per Hermite element.
     """
     grid = snapshots.grid
     shape = np.asarray(grid.elements)
-    if np.any(shape % 2) or np.any(shape // 2 < np.maximum(MIN_COARSE_NODES, 2 * np.asarray(elements))):
+    if np.any(shape // 2 < np.maximum(MIN_COARSE_NODES, 2 * np.asarray(elements))):
         return None
-    v = snapshots.values
-    if not grid.periodic:
-        coarse = Grid(grid.lower, grid.upper, tuple(int(n) for n in shape // 2), grid.names, grid.roles,
-                      grid.boundary)
-        return DensitySnapshots(coarse, snapshots.times, v[(slice(None),) + (slice(None, None, 2),) * grid.ndim])
-    split = (v.shape[0],) + tuple(x for n in shape for x in (n // 2, 2))
-    mean = v.reshape(split).mean(axis=tuple(range(2, 2 * grid.ndim + 1, 2)))
-    half = 0.5 * grid.spacing
-    coarse = Grid(grid.lower + half, grid.upper + half, tuple(int(n) for n in shape // 2), grid.names, grid.roles,
-                  grid.boundary)
-    return DensitySnapshots(coarse, snapshots.times, mean)
+    maps = [_restriction(int(n), grid.periodic) for n in shape]
+    shift = np.array([sh for _, sh in maps]) * grid.spacing
+    coarse = Grid(grid.lower + shift, grid.upper + shift, tuple(int(n) for n in shape // 2), grid.names,
+                  grid.roles, grid.boundary)
+    return DensitySnapshots(coarse, snapshots.times, apply_along_axes(snapshots.values, [R for R, _ in maps]))
 
 
 def check_block(block) -> None:

@@ -35,7 +35,8 @@ from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import DataMoments, NormalEquations, assemble_normal_equations, reusable_moments
 from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
-from ._beta_noise import check_block, check_estimated_beta, coarse_beta, noise_leaves_beta_open, noise_share
+from ._beta_noise import (beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_leaves_beta_open,
+                          noise_share, warn_left_open)
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -317,13 +318,19 @@ class PotentialEstimator(FittedPotentialMixin):
         lam = ridge * ratio
         theta, gamma, schur = solve(lam)
         coarsening, correction = 1, getattr(ne, "correction", None)
-        if self.estimate_beta and noise_leaves_beta_open(ne, gamma, schur):
+        share = noise_share(ne, schur) if self.estimate_beta else 0.0
+        if self.estimate_beta and beta_left_open(ne, gamma, schur):  # block means first, else plain LS
+            opened, share = gamma, float("inf")
             ne, correction = raw, None  # solve() reads the enclosing ne
             theta, gamma, schur = solve(lam)
+        else:
+            opened = None
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
-            got = coarse_beta(self, snapshots, params["elements"], noise_share(ne, schur))
+            got = coarse_beta(self, snapshots, params["elements"], share)
+            if got is None and opened is not None:
+                warn_left_open(opened)
             if got is not None:  # beta from block means (noise-dominated, or beta_block given)
                 coarsening, ne = got[1], raw
                 theta, gamma = solve(lam, 1.0 / got[0])[:2]
