@@ -58,16 +58,17 @@ def main():
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--nh", default="4,6")
     ap.add_argument("--intervals", action="store_true",
-                    help="also the posterior's 90%% beta interval (fpirl.uncertainty.posterior) of the last floor's fit")
+                    help="also the posterior's 90%% beta interval and beta_corrected (fpirl.uncertainty.posterior) of "
+                         "the last floor's fit")
     args = ap.parse_args()
     from fpirl.uncertainty import posterior
     names = list(CASES)
     floors = [int(f) for f in args.floors.split(",")]
     errors = {}  # (floor, noise) -> list of |relative error|
     print("| case | noise | n_h | rho | " + " | ".join(f"floor {f}: beta error (blocks)" for f in floors)
-          + (" | 90% interval | covers" if args.intervals else "") + " |")
-    print("|" + "---|" * (4 + len(floors) + 2 * args.intervals))
-    covers = {}
+          + (" | 90% interval | covers | beta_corrected error" if args.intervals else "") + " |")
+    print("|" + "---|" * (4 + len(floors) + 3 * args.intervals))
+    covers, corrected = {}, {}
     for i in map(int, args.cases.split(",")):
         grid, times, clean, beta = _clean(names[i])
         for noise in map(float, args.noise.split(",")):
@@ -96,10 +97,14 @@ def main():
                     if args.intervals and len(cells) == len(floors) and not cells[-1].startswith("failed"):
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
-                            lo, hi = posterior(est, s).beta_interval()
+                            post = posterior(est, s)
+                            lo, hi = post.beta_interval()
                         ok = bool(lo <= beta <= hi)
                         covers.setdefault(noise, []).append(ok)
-                        cells += [f"[{lo:.3f}, {hi:.3f}]", "yes" if ok else "NO"]
+                        bc = post.beta_corrected
+                        corrected.setdefault(noise, []).append(abs(bc / beta - 1) if bc is not None else np.inf)
+                        cells += [f"[{lo:.3f}, {hi:.3f}]", "yes" if ok else "NO",
+                                  "-" if bc is None else f"{100 * (bc / beta - 1):+.2f}%"]
                     print(f"| {names[i]} | {100 * noise:.0f}%{f' s{seed}' if noise else ''} | {nh} | {rho:.3g} | "
                           + " | ".join(cells) + " |", flush=True)
     print("\n| floor | noise | fits | median abs error | largest | within 3% | within 5% |")
@@ -109,7 +114,10 @@ def main():
         print(f"| {floor} | {100 * noise:.0f}% | {e.size} | {100 * np.median(e):.2f}% | {100 * e.max():.2f}% | "
               f"{np.mean(e <= 0.03):.2f} | {np.mean(e <= 0.05):.2f} |")
     for noise, ok in sorted(covers.items()):
-        print(f"\nnoise {100 * noise:.0f}%: the last floor's 90% interval covers beta in {sum(ok)} of {len(ok)} fits")
+        e = np.array(corrected[noise])
+        print(f"\nnoise {100 * noise:.0f}%: the last floor's 90% interval covers beta in {sum(ok)} of {len(ok)} fits; "
+              f"beta_corrected: median abs error {100 * np.median(e):.2f}%, largest {100 * e.max():.2f}%, "
+              f"within 3% {np.mean(e <= 0.03):.2f}, within 5% {np.mean(e <= 0.05):.2f}")
 
 
 if __name__ == "__main__":
