@@ -102,10 +102,10 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
                      "the MDP needs at least one state and one action axis (the potential psi is in the result)")
     extra = extra or {}
     if extra.get("uncertainty_noise") in ("multiplicative", "additive") and extra.get("uncertainty_resolution") == 0:
-        lines.append("potential_std and the bands leave out the grid's discretisation error: the FE grid cannot "
-                     "be halved (an odd number of elements on an axis, or too few nodes for the Hermite space); "
-                     "where the grid has few nodes per Hermite element they can be too narrow (docs/method.md, "
-                     "'Discretisation error')")
+        lines.append("potential_std and the bands leave out the grid's discretisation error: no second FE grid "
+                     "was fitted (too few nodes per Hermite element to coarsen, and walls or more than 65,536 "
+                     "refined nodes rule out refining; or streamed data on a grid that cannot be halved); "
+                     "they can be too narrow (docs/method.md, 'Discretisation error')")
     return lines
 
 
