@@ -100,7 +100,7 @@ def test_block_averages_sit_on_the_shifted_grid():
     c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (1, 1))
     assert c is None  # a coarse axis below MIN_COARSE_NODES (8)
     g = Grid([-1, 0], [1, 2], (32, 16), boundary="periodic")
-    assert block_averaged(DensitySnapshots(g, [0.0, 0.1], np.ones((2, 32, 16))), (1, 5)) is None  # < 2 per element
+    assert block_averaged(DensitySnapshots(g, [0.0, 0.1], np.ones((2, 32, 16))), (1, 6)) is None  # < 1.5 per element
     g = Grid([-1, 0], [1, 2], (32, 32), boundary="periodic")
     v = 1.0 + np.random.default_rng(0).random((2, 32, 32))
     c = block_averaged(DensitySnapshots(g, [0.0, 0.1], v), (2, 2))
@@ -222,11 +222,9 @@ def test_beta_left_open_tries_block_means_before_plain_least_squares(monkeypatch
             assert est.beta_ == pytest.approx(plain.beta_, rel=1e-10)
 
 
-def test_small_noisy_grid_with_walls_is_coarsened(monkeypatch):
-    """2-D finite-volume data with walls, 24 elements per axis, 5% noise (the CLI sweep's case): beta from the
-    grid of 12 elements (within 5% at 6 Hermite elements); with the former floor of 16 coarse elements the
-    grid stayed fine and beta came out 80% high."""
-    from fpirl.estimators import _beta_noise
+def _coupled(boundary, noise=0.05, seed=1):
+    """The CLI sweep's coupled potential (beta = 4) on 24 elements per axis, 25 snapshots from the
+    independent forward solver (finite volumes with walls, spectral when periodic), times ``1 + noise eps``."""
     from fpirl.forward import simulate_density
 
     amp, ph = np.array([0.6, 0.35]), np.array([0.3, -0.7])
@@ -239,12 +237,35 @@ def test_small_noisy_grid_with_walls_is_coarsened(monkeypatch):
         coupling = 0.3 * np.pi * np.stack([c[..., 0] * s[..., 1], s[..., 0] * c[..., 1]], -1)
         return -amp * np.pi * np.sin(np.pi * x + ph) + coupling
 
-    g = Grid([-1.0, -1.0], [1.0, 1.0], 24, boundary="reflecting")
+    g = Grid([-1.0, -1.0], [1.0, 1.0], 24, boundary=boundary)
     times = 0.02 * np.arange(25)
     v = np.asarray(simulate_density(g, psi, grad, 4.0, von_mises_bump(g.lower, g.upper, [0.3, -0.4], 1.0), times))
-    s = DensitySnapshots(g, times, np.clip(v * (1 + 0.05 * np.random.default_rng(1).standard_normal(v.shape)), 0, None))
+    return DensitySnapshots(g, times, np.clip(v * (1 + noise * np.random.default_rng(seed).standard_normal(v.shape)),
+                                              0, None))
+
+
+def test_small_noisy_grid_with_walls_is_coarsened(monkeypatch):
+    """2-D finite-volume data with walls, 24 elements per axis, 5% noise (the CLI sweep's case): beta from the
+    grid of 12 elements (within 5% at 6 Hermite elements); with the former floor of 16 coarse elements the
+    grid stayed fine and beta came out 80% high."""
+    from fpirl.estimators import _beta_noise
+
+    s = _coupled("reflecting")
     est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
     assert est.beta_coarsening_ == 2 and abs(est.beta_ / 4.0 - 1) < 0.05, (est.beta_, est.beta_coarsening_)
     monkeypatch.setattr(_beta_noise, "MIN_COARSE_NODES", 16)
     old = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
     assert old.beta_coarsening_ == 1 and old.beta_ / 4.0 - 1 > 0.5, old.beta_
+
+
+def test_fine_hermite_space_is_coarsened_to_one_and_a_half_elements_per_element(monkeypatch):
+    """8 Hermite elements on the sweep's 24^2 periodic data at 5% noise: the 12-element grid (1.5 per Hermite
+    element) gives beta within 3%; with two per element required, the grid stayed fine and beta was 40% off."""
+    from fpirl.estimators import _beta_noise
+
+    s = _coupled("periodic")
+    est = PotentialEstimator(hermite_elements=8, estimate_beta=True).fit(s)
+    assert est.beta_coarsening_ == 2 and abs(est.beta_ / 4.0 - 1) < 0.03, (est.beta_, est.beta_coarsening_)
+    monkeypatch.setattr(_beta_noise, "COARSE_PER_ELEMENT", 2)
+    old = PotentialEstimator(hermite_elements=8, estimate_beta=True).fit(s)
+    assert old.beta_coarsening_ == 1 and abs(old.beta_ / 4.0 - 1) > 0.4, old.beta_

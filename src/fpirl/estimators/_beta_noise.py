@@ -30,9 +30,9 @@ for the corrected fit alone (whose remaining bias is second order: the noise of 
 of elements ``n`` goes to ``n // 2`` elements through the linear density at the coarse nodes (spacing a
 little over two fine spacings: each fine node feeds one coarse node, so the noise stays independent,
 its variance times ``(1 - t)^2 + t^2``, between 1/2 and 1). A coarse grid keeps at least
-:data:`MIN_COARSE_NODES` elements and two per Hermite element on every axis. Where the correction leaves
-``1/beta`` undetermined (the most noise-dominated case) block means are tried before the fallback to
-plain least squares (which overestimated beta 20-fold on such data).
+:data:`MIN_COARSE_NODES` elements and :data:`COARSE_PER_ELEMENT` (1.5) per Hermite element on every
+axis. Where the correction leaves ``1/beta`` undetermined (the most noise-dominated case) block means
+are tried before the fallback to plain least squares (which overestimated beta 20-fold on such data).
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ NOISE_SHARE_MAX = 0.25
 #: cases of independent-solver data the median |error| at 5% noise went from 13% to 3.6%
 #: (benchmarks/bench_beta_coarse.py, docs/benchmarks.md, issue 20 sixth pass).
 MIN_COARSE_NODES = 8
+#: Fewest coarse elements per Hermite element. With 2, a fine Hermite space was never coarsened on moderate grids
+#: (10 elements on 32^2: beta +57% to +1885% at 5% noise); with 1.5, on 5 cases at 6-10 elements and 0-5% noise
+#: (benchmarks/bench_beta_coarse.py --rules 8/2,8/1.5), the median |error| went 8.5% -> 1.2% at 2% noise and
+#: 47% -> 3.7% at 5%, unchanged noise-free (docs/benchmarks.md, issue 20 sixth pass).
+COARSE_PER_ELEMENT = 1.5
 
 
 def beta_left_open(ne, gamma, schur) -> bool:
@@ -127,11 +132,11 @@ def block_averaged(snapshots: DensitySnapshots, elements) -> DensitySnapshots | 
     every second node, the walls kept (block means would not sit on the walls; the noise is not averaged,
     only amplified four times less). An axis with an odd element count: the linear density at the coarse
     nodes (:func:`_restriction`). None where a coarse axis would have fewer than :data:`MIN_COARSE_NODES`
-    elements or two per Hermite element.
+    elements or :data:`COARSE_PER_ELEMENT` per Hermite element.
     """
     grid = snapshots.grid
     shape = np.asarray(grid.elements)
-    if np.any(shape // 2 < np.maximum(MIN_COARSE_NODES, 2 * np.asarray(elements))):
+    if np.any(shape // 2 < np.maximum(MIN_COARSE_NODES, COARSE_PER_ELEMENT * np.asarray(elements))):
         return None
     maps = [_restriction(int(n), grid.periodic) for n in shape]
     shift = np.array([sh for _, sh in maps]) * grid.spacing
