@@ -88,11 +88,13 @@ def retain_freed_memory() -> bool:
     import ctypes.util
 
     name = ctypes.util.find_library("c")
+    if name is None:
+        return False
     try:
         libc = ctypes.CDLL(name)
-        if name is None or not hasattr(libc, "gnu_get_libc_version") or not hasattr(libc, "mallopt"):
-            return False
     except OSError:
+        return False
+    if not (hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "mallopt")):
         return False
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(libc.mallopt(_M_TRIM_THRESHOLD,
                                                                                      TRIM_THRESHOLD))

@@ -19,9 +19,9 @@ coverage 0.99, over the 0.98 limit). A periodic grid too coarse for that is *ref
 onto ``round(1.5 e)`` elements (at most :data:`REFINE_MAX_NODES` nodes) and refitted, with the same formula
 (``r = 1/1.5``, ``k < 0``); the spline error ``O(h^4)`` is again below the ``O(h^2)`` being estimated. Not
 with walls (12^2 nodes with walls: the refined column was 2.25 times the true error, correlation 0.33;
-periodic 12^2 and 12^3: 1.09 and 1.14, correlation 0.91 and 0.95; docs/method.md). With the spacing ratios ``r_b = e_b / e_{H,b}``
-the weak form's second order gives ``x_h - x ~ (x_H - x_h) / (r^2 - 1)``, ``r^2`` the mean of ``r_b^2``
-(``k = 1/3`` for ``H = 2h``): :func:`richardson_factor`.
+periodic 12^2 and 12^3: 1.09 and 1.14, correlation 0.91 and 0.95; docs/method.md). With the spacing
+ratios ``r_b = e_b / e_{H,b}`` the weak form's second order gives ``x_h - x ~ (x_H - x_h) / (r^2 - 1)``,
+``r^2`` the mean of ``r_b^2`` (``k = 1/3`` for ``H = 2h``): :func:`richardson_factor`.
 
 The column ``k (x_h - x_H)``, ``k = 1 / (r^2 - 1)``, carries the noise of both fits. It is shrunk
 James-Stein style, ``s = sqrt(max(0, 1 - k^2 N / E))`` with ``E`` the nodal energy of the column and ``N``
