@@ -15,11 +15,14 @@ at 1.5 (10^4 nodes) coverage was 0.94 (docs/benchmarks.md). The resampled grid m
 nodes as coefficients (:data:`RESAMPLE_NODES_PER_COEF`): resampling mixes neighbouring nodes, so the
 coarse posterior (independent nodal noise) underrates the coarse fit's noise, and on a barely resolved
 coarse grid the column kept it (24^2 nodes, 8 elements, 16^2 = 256 resampled nodes for 256 coefficients:
-coverage 0.99, over the 0.98 limit). A periodic grid too coarse for that is *refined* instead: resampled
+coverage 0.99, over the 0.98 limit). A grid too coarse for that is *refined* instead: resampled
 onto ``round(1.5 e)`` elements (at most :data:`REFINE_MAX_NODES` nodes) and refitted, with the same formula
-(``r = 1/1.5``, ``k < 0``); the spline error ``O(h^4)`` is again below the ``O(h^2)`` being estimated. Not
-with walls (12^2 nodes with walls: the refined column was 2.25 times the true error, correlation 0.33;
-periodic 12^2 and 12^3: 1.09 and 1.14, correlation 0.91 and 0.95; docs/method.md). With the spacing
+(``r = 1/1.5``, ``k < 0``); the spline error ``O(h^4)`` is again below the ``O(h^2)`` being estimated.
+Against the discretisation error itself (the same fit on independent data on 64^2 nodes minus the fit):
+norm ratio 1.00 and correlation 0.99 on 12^2 with walls, 1.23 and 0.95 on 14^2 with walls; 1.09 and
+0.91 periodic on 12^2 (docs/method.md). With walls the total error is often much smaller than the
+column, the Hermite basis error there having the opposite sign (12^2: discretisation error 2.5 times the
+total), so the band is wide; coverage 0.61-0.93 without the column, 0.94-0.99 with it. With the spacing
 ratios ``r_b = e_b / e_{H,b}`` the weak form's second order gives ``x_h - x ~ (x_H - x_h) / (r^2 - 1)``,
 ``r^2`` the mean of ``r_b^2`` (``k = 1/3`` for ``H = 2h``): :func:`richardson_factor`.
 
@@ -116,8 +119,8 @@ def noise_shrinkage(column: np.ndarray, noise_factor: np.ndarray, hermite, grid,
 def coarse_grid(grid, n_coef: int):
     """``(H, subsampled)``: the other grid of the resolution column (module doc) and whether it is every
     second node of ``grid``. Coarser where it keeps enough nodes (``n_coef`` Hermite coefficients, twice as
-    many when resampled); else, on a periodic grid, the grid refined by :data:`RESAMPLE_RATIO` when that has
-    at most :data:`REFINE_MAX_NODES` nodes; None when an axis has fewer than 4 elements or neither applies."""
+    many when resampled); else the grid refined by :data:`RESAMPLE_RATIO` when that has at most
+    :data:`REFINE_MAX_NODES` nodes; None when an axis has fewer than 4 elements or neither applies."""
     elements = np.asarray(grid.elements)
     if np.any(elements < 4):
         return None
@@ -128,8 +131,6 @@ def coarse_grid(grid, n_coef: int):
     coarse = grid.with_elements(tuple(max(2, int(round(e / RESAMPLE_RATIO))) for e in elements))
     if coarse.size >= RESAMPLE_NODES_PER_COEF * n_coef:
         return coarse, False
-    if not grid.periodic:
-        return None
     fine = grid.with_elements(tuple(int(round(e * RESAMPLE_RATIO)) for e in elements))
     return (fine, False) if fine.size <= REFINE_MAX_NODES else None
 
