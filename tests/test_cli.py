@@ -308,3 +308,15 @@ def test_fit_notes_say_when_the_bands_leave_out_the_discretisation_error():
                          ({"uncertainty_noise": "multiplicative", "uncertainty_resolution": 1}, False),
                          ({"uncertainty": "bootstrap"}, False), (None, False)):
         assert any(note in line for line in _fit_notes(est, object(), extra)) is shown, extra
+
+
+
+def test_a_repeated_warning_is_printed_once(valid_data, tmp_path, monkeypatch):
+    """A nested fit (beta's block means) can raise the warning of its outer fit again: the command's warning
+    format prints each text once per run (an empty string for a repeat), and a new run starts afresh."""
+    import fpirl.cli as cli_module
+
+    lines = [cli_module._warning_one_line(text, RuntimeWarning, "f.py", 1) for text in ("same\nwords", "same words", "other")]
+    assert lines == ["fpirl: warning: same words\n", "", "fpirl: warning: other\n"]
+    assert main(["fit", str(valid_data), "-o", str(tmp_path / "out.nc"), "--beta", "1", "--uncertainty", "none"]) == 0
+    assert cli_module._warning_one_line("same words", RuntimeWarning, "f.py", 1) == "fpirl: warning: same words\n"

@@ -82,8 +82,17 @@ def _requested_command(argv) -> list[str]:
     return [a for a in argv if not a.startswith("-")][:1] if any(a in names for a in argv) else []
 
 
+#: The warnings already printed in this run (a nested fit, e.g. beta's block means, can raise the same one again).
+_SHOWN: set = set()
+
+
 def _warning_one_line(message, category, filename, lineno, line=None):
-    return f"fpirl: warning: {_one_line(message)}\n"
+    """One line per warning, each text once per run (an empty string for a repeat: nothing is printed)."""
+    text = f"fpirl: warning: {_one_line(message)}\n"
+    if text in _SHOWN:
+        return ""
+    _SHOWN.add(text)
+    return text
 
 
 _INPUT_ERRORS = (FpirlInputError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
@@ -172,6 +181,7 @@ def _main(argv, signals) -> int:
             return exc.code if isinstance(exc.code, int) else EXIT_OK
         debug = debug or getattr(args, "debug", False)
         if not debug:
+            _SHOWN.clear()
             warnings.formatwarning = _warning_one_line
         code = int(args.func(args) or EXIT_OK)
         if signals.received is not None:  # a signal swallowed inside a destructor

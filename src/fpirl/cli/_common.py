@@ -103,8 +103,8 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     extra = extra or {}
     if extra.get("uncertainty_noise") in ("multiplicative", "additive") and extra.get("uncertainty_resolution") == 0:
         lines.append("potential_std and the bands leave out the grid's discretisation error: no second FE grid "
-                     "was fitted (too few nodes per Hermite element to coarsen, and a refined grid too large; "
-                     "or streamed data on a grid that cannot be halved); "
+                     "was fitted (an axis with fewer than 4 elements; or too few nodes per Hermite element to "
+                     "coarsen and a refined grid too large; or streamed data on a grid that cannot be halved); "
                      "they can be too narrow (docs/method.md, 'Discretisation error')")
     return lines
 
