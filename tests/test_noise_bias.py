@@ -269,3 +269,24 @@ def test_fine_hermite_space_is_coarsened_to_one_and_a_half_elements_per_element(
     monkeypatch.setattr(_beta_noise, "COARSE_PER_ELEMENT", 2)
     old = PotentialEstimator(hermite_elements=8, estimate_beta=True).fit(s)
     assert old.beta_coarsening_ == 1 and abs(old.beta_ / 4.0 - 1) > 0.4, old.beta_
+
+
+def test_block_means_fit_does_not_warn_about_the_users_grid():
+    """The block-means grid may have fewer nodes than Hermite coefficients (1.5 coarse elements per Hermite
+    element); the user's grid has enough, so no 'the FE grid has ... nodes' warning (it named the internal
+    grid: 160 nodes for a 31 x 19-node grid, 6 elements)."""
+    import warnings
+
+    f = smooth_function(2, True)
+    solver = SpectralSolver([-1, -1], [1, 1], 32, lambda x: np.stack([f(x, (1, 0)), f(x, (0, 1))], -1), 4.0)
+    times = 0.02 * np.arange(8)
+    grid = Grid([-1, -1], [1, 1], (30, 18), boundary="reflecting")
+    values = np.clip(solver.evaluate(solver.solve(von_mises_bump([-1, -1], [1, 1], [0.4, -0.3], 1.5), times),
+                                     grid.coords), 0, None)
+    s = DensitySnapshots(grid, times, values)
+    assert block_averaged(s, (6, 6)).grid.size < HermiteSpace.on_grid(grid, 6).n_coef <= grid.size
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        est = PotentialEstimator(hermite_elements=6, estimate_beta=True, beta_block=2).fit(s)
+    assert est.beta_coarsening_ == 2
+    assert not [w for w in seen if "the FE grid has" in str(w.message)], [str(w.message) for w in seen]

@@ -175,8 +175,10 @@ def coarse_beta(est, snapshots: DensitySnapshots, elements, share: float):
     params = {k: getattr(est, k) for k in ("estimate_beta", "ridge", "time_scheme", "quadrature_points",
                                            "normalize", "correct_noise")}
     try:
-        fit = type(est)(hermite_elements=tuple(int(e) for e in elements), solver="assembled",
-                        beta_block=1 if forced else None, **params).fit(coarse)
+        with warnings.catch_warnings():  # the block grid is internal: its node count is not the user's grid's
+            warnings.filterwarnings("ignore", message="the FE grid has", category=RuntimeWarning)
+            fit = type(est)(hermite_elements=tuple(int(e) for e in elements), solver="assembled",
+                            beta_block=1 if forced else None, **params).fit(coarse)
     except FpirlInputError:
         return None
     return float(fit.beta_), block * int(fit.beta_coarsening_)
