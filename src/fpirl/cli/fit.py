@@ -229,17 +229,31 @@ def _fit_density(args, out) -> int:
     est.fit(snapshots)
     from ..mdp.recovery import recover_mdp_from_fit
 
+    post = None
+    if args.uncertainty != "none":  # the posterior first: it may correct beta's point estimate (then psi is refitted)
+        from ..uncertainty import uncertainty_and_point
+
+        post, est = uncertainty_and_point(est, args.uncertainty, snapshots, progress=_progress(args))
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
     extra = {"source": str(args.data), "source_kind": "density"}
-    extra.update(_fit_uncertainty(est, args.uncertainty, snapshots, snapshots.dt, gamma, n_samples=args.uncertainty_samples,
-                                 progress=_progress(args), reward_convention=args.reward))
+    if args.uncertainty == "none":
+        extra["uncertainty"] = "none"
+    else:
+        from ..uncertainty import uncertainty_extra
+
+        extra.update(uncertainty_extra(est, post, snapshots.dt, gamma, args.uncertainty_samples,
+                                       progress=_progress(args), reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     print(
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
         f"beta={est.beta_:.6g}, ridge={est.penalty_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
     )
+    if est.settings_.get("beta_basis_corrected"):
+        print(f"fpirl fit: beta corrected for the Hermite basis error (a step of {est.settings_['beta_correction_z']:.3g} "
+              f"noise standard deviations): fitted {est.settings_['beta_fitted']:.6g}, psi refitted at "
+              f"{est.beta_:.6g}")
     for line in _fit_notes(est, mdp, extra):  # the ridge; why Q, policy, reward may be missing; the bands' scope
         print(f"fpirl fit: {line}")
     _print_uncertainty(extra)

@@ -16,6 +16,7 @@ from ..core._errors import FpirlInputError
 from ..core._threads import one_blas_thread
 from ..core._tensor import apply_along_axes
 from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
+from ._beta_point import basis_corrected_fit
 from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
 
 #: Threads for the band draws' MDP recoveries (grids of at least :data:`BAND_THREAD_MIN_NODES` nodes).
@@ -135,3 +136,13 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
     post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
     return uncertainty_extra(est, post, dt, gamma, n_samples, rng, progress, reward_convention)
+
+
+def uncertainty_and_point(est, method: str, data, *, progress: bool = False):
+    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there), then the fit with beta's point
+    estimate corrected for the Hermite basis error where that correction stands out of the noise
+    (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`; ``post`` is moved to it), else ``est``.
+    ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
+    post = estimate_uncertainty(est, method, data, progress=progress)
+    better = basis_corrected_fit(est, post, data) if post is not None else None
+    return post, (est if better is None else better)

@@ -247,6 +247,11 @@ def add_basis_error(post, est, snapshots) -> None:
         post.beta_coarse = float(coarse.beta_)
         g = corrected_gamma(inner, coarse, beta_order(inner, coarse, snapshots))
         post.beta_corrected = float(1.0 / g) if g > 0 else None
+        if post.beta_corrected is not None and post.noise_model != "rows":
+            # the step in noise standard deviations of gamma (the noise columns: before bias and resolution)
+            n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
+            sd = float(np.sqrt(np.sum(post.factor[-1, :n_noise] ** 2)))
+            post.beta_correction_z = float(abs(g - post.gamma) / sd) if sd > 0 else float("inf")
     if post.noise_model == "rows":
         return
     h = post.hermite

@@ -64,6 +64,13 @@ class CoefficientPosterior:
         the last column of ``factor``.
     beta_corrected : float, optional
         beta corrected for the basis error by the same rule (:func:`fpirl.uncertainty._basis.corrected_gamma`).
+    beta_correction_z : float, optional
+        ``|1/beta_corrected - 1/beta|`` in standard deviations of ``1/beta`` under the snapshot noise alone
+        (the factor's noise columns): how far the correction stands out of the noise
+        (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`).
+    beta_bounds : tuple, optional
+        ``(beta_lower, beta_upper)`` fixed when the posterior was moved to a corrected point estimate
+        (:meth:`beta_interval` returns it: the interval of the fitted beta, which holds the corrected one).
     """
 
     hermite: HermiteSpace
@@ -81,6 +88,8 @@ class CoefficientPosterior:
     resolution: np.ndarray | None = None
     basis: np.ndarray | None = None
     beta_corrected: float | None = None
+    beta_correction_z: float | None = None
+    beta_bounds: tuple | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:
@@ -122,7 +131,9 @@ class CoefficientPosterior:
         return np.concatenate([self.mean, [self.gamma]])[None, :] + z @ self.factor.T
 
     def beta_interval(self, quantiles=BAND_QUANTILES) -> tuple[float, float]:
-        """``(beta_lower, beta_upper)`` at the given quantiles (``1/gamma`` is monotone)."""
+        """``(beta_lower, beta_upper)`` at the given quantiles (``1/gamma`` is monotone); :attr:`beta_bounds` when set."""
+        if self.beta_bounds is not None and tuple(quantiles) == tuple(BAND_QUANTILES):
+            return self.beta_bounds
         if self.samples is not None:
             g = self.samples[:, -1]
             glo, ghi = np.quantile(g, quantiles)

@@ -1,0 +1,95 @@
+"""beta's point estimate corrected for the Hermite basis error where the correction stands out of the noise
+(fpirl.uncertainty._beta_point), in the library and in ``fpirl fit``."""
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from fpirl import DensitySnapshots, Grid, PotentialEstimator, write_density
+from fpirl.cli import main
+from fpirl.forward import simulate_density, von_mises_bump
+from fpirl.uncertainty import basis_corrected_fit, posterior
+
+BETA = 4.0
+AMP, PHASE = np.array([0.6, 0.35]), np.array([0.3, -0.7])
+
+
+def _psi(x):
+    return (AMP * np.cos(np.pi * x + PHASE)).sum(-1) + 0.3 * np.prod(np.sin(np.pi * x), axis=-1)
+
+
+def _grad(x):
+    s, c = np.sin(np.pi * x), np.cos(np.pi * x)
+    return -AMP * np.pi * np.sin(np.pi * x + PHASE) + 0.3 * np.pi * np.stack([c[..., 0] * s[..., 1], s[..., 0] * c[..., 1]], -1)
+
+
+@pytest.fixture(scope="module")
+def coupled():
+    """Spectral-solver data of a coupled potential outside every Hermite space, 24^2 periodic nodes, noise-free
+    (with 4 elements the fitted beta is ~11% high: the basis error)."""
+    grid = Grid([-1, -1], [1, 1], 24, boundary="periodic")
+    times = 0.02 * np.arange(25)
+    v = simulate_density(grid, _psi, _grad, BETA, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
+    return DensitySnapshots(grid, times, np.asarray(v))
+
+
+def _fit_and_posterior(s):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s)
+        return est, posterior(est, s)
+
+
+def _psi_error(est, grid):
+    v = est.hermite_.evaluate_grid(est.coef_, grid.coords)
+    t = _psi(np.stack(np.meshgrid(*grid.coords, indexing="ij"), -1))
+    return float(np.linalg.norm(v - v.mean() - t + t.mean()) / np.linalg.norm(t - t.mean()))
+
+
+def test_a_significant_correction_becomes_the_point_estimate(coupled):
+    """Noise-free: the Richardson step stands far out of the noise (z > 8); the refit at beta_corrected has beta
+    within 3% (the fit: > 8% high) and less than half the psi error (observed 1.1% against 6.1%); the posterior
+    is moved to it and keeps the fitted beta's interval, which holds the corrected beta."""
+    est, post = _fit_and_posterior(coupled)
+    bounds = post.beta_interval()
+    assert post.beta_correction_z > 8 and est.beta_ / BETA - 1 > 0.08
+    refit = basis_corrected_fit(est, post, coupled)
+    assert refit is not None and refit.beta_ == pytest.approx(post.beta_corrected)
+    assert abs(refit.beta_ / BETA - 1) < 0.03
+    assert _psi_error(refit, coupled.grid) < 0.5 * _psi_error(est, coupled.grid)
+    st = refit.settings_
+    assert st["beta_estimated"] == 1 and st["beta_basis_corrected"] == 1 and st["beta_fitted"] == pytest.approx(est.beta_)
+    assert np.array_equal(post.mean, refit.coef_.ravel()) and post.gamma == pytest.approx(1 / refit.beta_)
+    assert post.beta_interval() == bounds and bounds[0] <= refit.beta_ <= bounds[1]
+    # the same fit with an unreachable threshold: no correction
+    est2, post2 = _fit_and_posterior(coupled)
+    assert basis_corrected_fit(est2, post2, coupled, min_z=np.inf) is None
+    assert np.array_equal(post2.mean, est2.coef_.ravel())
+
+
+def test_a_correction_within_the_noise_is_not_applied(coupled):
+    """5% multiplicative noise: the step is within a few noise standard deviations (observed 1.5; beta_corrected
+    would be 7% low against the fitted 2% high), so the fit stays as it is."""
+    v = np.clip(coupled.values * (1 + 0.05 * np.random.default_rng(1).standard_normal(coupled.values.shape)), 0, None)
+    s = DensitySnapshots(coupled.grid, coupled.times, v)
+    est, post = _fit_and_posterior(s)
+    assert post.beta_correction_z < 8
+    assert basis_corrected_fit(est, post, s) is None and np.array_equal(post.mean, est.coef_.ravel())
+
+
+def test_fit_command_writes_the_corrected_beta(coupled, tmp_path, capsys):
+    """``fpirl fit --estimate-beta``: beta within 3%, the fitted beta in ``solver_beta_fitted``, a line saying so;
+    with ``--uncertainty none`` (no posterior, so no noise level to judge the step by) the fitted beta."""
+    data = tmp_path / "d.nc"
+    write_density(data, coupled)
+    out, bare = tmp_path / "r.nc", tmp_path / "bare.nc"
+    assert main(["fit", str(data), "-o", str(out), "--estimate-beta", "--no-progress"]) == 0
+    assert "psi refitted at" in capsys.readouterr().out
+    with xr.open_dataset(out) as ds:
+        assert abs(ds.attrs["beta"] / BETA - 1) < 0.03 and ds.attrs["solver_beta_fitted"] / BETA - 1 > 0.08
+        assert ds.attrs["solver_beta_basis_corrected"] == 1 and ds.attrs["beta_lower"] <= ds.attrs["beta"] <= ds.attrs["beta_upper"]
+    assert main(["fit", str(data), "-o", str(bare), "--estimate-beta", "--no-progress", "--uncertainty", "none"]) == 0
+    with xr.open_dataset(bare) as ds:
+        assert ds.attrs["beta"] / BETA - 1 > 0.08 and "solver_beta_basis_corrected" not in ds.attrs
