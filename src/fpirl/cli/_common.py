@@ -91,9 +91,12 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     settings = est.settings_
     rel = settings.get("ridge_relative")
     how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
-    lines = [f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
-             f"tr(A)/tr(P) = {est.penalty_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
-             if rel is not None else f"ridge: {est.penalty_:.3g} (absolute weight of int |grad psi|^2)"]
+    lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise standard "
+             f"deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
+        if settings.get("beta_basis_corrected") else []
+    lines.append(f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
+                 f"tr(A)/tr(P) = {est.penalty_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
+                 if rel is not None else f"ridge: {est.penalty_:.3g} (absolute weight of int |grad psi|^2)")
     if mdp is None:
         grid = est.grid_
         missing = "action" if not grid.action_axes else "state"
@@ -124,3 +127,12 @@ def add_column_arguments(group, required_note: str = "") -> None:
     group.add_argument("--action", metavar="C3,C4|velocity",
                        help="action columns, or 'velocity' for backward differences of the states within a "
                        "track (default: the state alone is modelled)")
+
+
+def _print_uncertainty(extra) -> None:
+    """The beta line of ``fpirl fit``'s uncertainty (interval and basis-corrected beta), when beta was estimated."""
+    if "beta_lower" in extra:
+        print(f"fpirl fit: uncertainty ({extra['uncertainty']}): beta 90% interval "
+              f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]"
+              + (f"; corrected for the Hermite basis error: {extra['beta_corrected']:.6g}" if "beta_corrected" in extra
+                 else ""))

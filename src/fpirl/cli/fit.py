@@ -9,7 +9,7 @@ import re
 
 from ..core._errors import FpirlInputError
 from ._common import (EXIT_OK, _discount, _fit_notes, _output_netcdf, _positive_float, _positive_int,
-                      _progress, _ridge, add_column_arguments)
+                      _print_uncertainty, _progress, _ridge, add_column_arguments)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -230,18 +230,14 @@ def _fit_density(args, out) -> int:
     from ..mdp.recovery import recover_mdp_from_fit
 
     post = None
-    if args.uncertainty != "none":  # the posterior first: it may correct beta's point estimate (then psi is refitted)
-        from ..uncertainty import uncertainty_and_point
+    if args.uncertainty != "none":  # the posterior first: it may correct beta's point estimate (psi refitted)
+        from ..uncertainty import uncertainty_and_point, uncertainty_extra
 
         post, est = uncertainty_and_point(est, args.uncertainty, snapshots, progress=_progress(args))
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
-    extra = {"source": str(args.data), "source_kind": "density"}
-    if args.uncertainty == "none":
-        extra["uncertainty"] = "none"
-    else:
-        from ..uncertainty import uncertainty_extra
-
+    extra = {"source": str(args.data), "source_kind": "density", "uncertainty": "none"}
+    if args.uncertainty != "none":
         extra.update(uncertainty_extra(est, post, snapshots.dt, gamma, args.uncertainty_samples,
                                        progress=_progress(args), reward_convention=args.reward))
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
@@ -250,10 +246,6 @@ def _fit_density(args, out) -> int:
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "
         f"beta={est.beta_:.6g}, ridge={est.penalty_:.3g}, relative residual={est.residual_:.3g}; wrote {out}"
     )
-    if est.settings_.get("beta_basis_corrected"):
-        print(f"fpirl fit: beta corrected for the Hermite basis error (a step of {est.settings_['beta_correction_z']:.3g} "
-              f"noise standard deviations): fitted {est.settings_['beta_fitted']:.6g}, psi refitted at "
-              f"{est.beta_:.6g}")
     for line in _fit_notes(est, mdp, extra):  # the ridge; why Q, policy, reward may be missing; the bands' scope
         print(f"fpirl fit: {line}")
     _print_uncertainty(extra)
@@ -268,14 +260,6 @@ def _fit_uncertainty(est, method, *args, **kwargs) -> dict:
     from ..uncertainty import fit_uncertainty
 
     return fit_uncertainty(est, method, *args, **kwargs)
-
-
-def _print_uncertainty(extra) -> None:
-    if "beta_lower" in extra:
-        print(f"fpirl fit: uncertainty ({extra['uncertainty']}): beta 90% interval "
-              f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]"
-              + (f"; corrected for the Hermite basis error: {extra['beta_corrected']:.6g}" if "beta_corrected" in extra
-                 else ""))
 
 
 # --------------------------------------------------------------------------------------------

@@ -130,8 +130,9 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
 def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = None, *, n_samples: int | None = None,
                     scheduler=None, n_jobs: int | None = None, rng=0, progress: bool = False,
                     reward_convention: str = "soft") -> dict:
-    """What ``fpirl fit --uncertainty METHOD`` adds to the result (:func:`estimate_uncertainty`
-    then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none."""
+    """What ``fpirl fit --uncertainty METHOD`` adds to the result of a track fit (:func:`estimate_uncertainty`
+    then :func:`uncertainty_extra`); ``{'uncertainty': 'none'}`` when there is none. (For density data the
+    command first calls :func:`uncertainty_and_point`, which may correct beta's point estimate.)"""
 
     post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
