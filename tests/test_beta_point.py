@@ -90,6 +90,8 @@ def test_fit_command_writes_the_corrected_beta(coupled, tmp_path, capsys):
     with xr.open_dataset(out) as ds:
         assert abs(ds.attrs["beta"] / BETA - 1) < 0.03 and ds.attrs["solver_beta_fitted"] / BETA - 1 > 0.08
         assert ds.attrs["solver_beta_basis_corrected"] == 1 and ds.attrs["beta_lower"] <= ds.attrs["beta"] <= ds.attrs["beta_upper"]
+        assert ds.attrs["beta_correction_z"] == pytest.approx(ds.attrs["solver_beta_correction_z"])
+        assert ds.attrs["beta_correction_z"] > 8
     assert main(["fit", str(data), "-o", str(bare), "--estimate-beta", "--no-progress", "--uncertainty", "none"]) == 0
     with xr.open_dataset(bare) as ds:
         assert ds.attrs["beta"] / BETA - 1 > 0.08 and "solver_beta_basis_corrected" not in ds.attrs

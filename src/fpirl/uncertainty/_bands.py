@@ -93,7 +93,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     ``uncertainty`` (method), ``uncertainty_noise`` (snapshot-noise shape, density fits with their
     data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_basis``
     (1 when the Hermite basis-error column is included), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
-    ``beta_upper`` (5%/95%) and ``beta_corrected`` (beta corrected for the Hermite basis error). ``post=None`` gives ``{'uncertainty': 'none'}``.
+    ``beta_upper`` (5%/95%), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
+    (that correction in noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
     if post is None:
@@ -124,6 +125,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
             out["beta_coarse"] = post.beta_coarse
         if post.beta_corrected is not None:
             out["beta_corrected"] = post.beta_corrected
+        if post.beta_correction_z is not None:
+            out["beta_correction_z"] = post.beta_correction_z
     return out
 
 

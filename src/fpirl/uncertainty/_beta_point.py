@@ -56,7 +56,7 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
         Its posterior with the snapshots (:func:`fpirl.uncertainty.posterior`): ``beta_corrected`` and
         ``beta_correction_z``. Moved in place to the new point estimate when there is one: its ``mean`` and
         ``gamma`` (the factor, i.e. the spread, is kept) and ``beta_bounds``, the interval of the fitted beta
-        (which holds the corrected one).
+        (widened to the corrected one where that falls outside it).
     snapshots : DensitySnapshots
         The fitted data.
     min_z : float
@@ -84,7 +84,8 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
                        "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), "beta_basis_corrected": 1,
                        "beta_fitted": float(inner.beta_), "beta_correction_z": float(z)}
     refit.beta_coarsening_ = int(getattr(inner, "beta_coarsening_", 1))
-    bounds = post.beta_interval()
+    lo, hi = post.beta_interval()
+    bounds = (min(lo, float(refit.beta_)), max(hi, float(refit.beta_)))  # the point estimate inside its interval
     post.mean = np.asarray(refit.coef_, dtype=float).ravel()
     post.gamma = 1.0 / float(refit.beta_)
     post.beta_bounds = bounds

@@ -70,7 +70,7 @@ class CoefficientPosterior:
         (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`).
     beta_bounds : tuple, optional
         ``(beta_lower, beta_upper)`` fixed when the posterior was moved to a corrected point estimate
-        (:meth:`beta_interval` returns it: the interval of the fitted beta, which holds the corrected one).
+        (:meth:`beta_interval` returns it: the interval of the fitted beta, reaching the corrected one).
     """
 
     hermite: HermiteSpace
