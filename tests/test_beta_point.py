@@ -92,6 +92,11 @@ def test_fit_command_writes_the_corrected_beta(coupled, tmp_path, capsys):
         assert ds.attrs["solver_beta_basis_corrected"] == 1 and ds.attrs["beta_lower"] <= ds.attrs["beta"] <= ds.attrs["beta_upper"]
         assert ds.attrs["beta_correction_z"] == pytest.approx(ds.attrs["solver_beta_correction_z"])
         assert ds.attrs["beta_correction_z"] > 8
+    gcv = tmp_path / "gcv.nc"  # the refit keeps the ridge the fit chose, and says how it was chosen
+    assert main(["fit", str(data), "-o", str(gcv), "--estimate-beta", "--no-progress", "--ridge", "gcv"]) == 0
+    assert "(chosen by GCV)" in capsys.readouterr().out
+    with xr.open_dataset(gcv) as ds:
+        assert ds.attrs["solver_ridge_selection"] == "gcv" and ds.attrs["solver_beta_basis_corrected"] == 1
     assert main(["fit", str(data), "-o", str(bare), "--estimate-beta", "--no-progress", "--uncertainty", "none"]) == 0
     with xr.open_dataset(bare) as ds:
         assert ds.attrs["beta"] / BETA - 1 > 0.08 and "solver_beta_basis_corrected" not in ds.attrs

@@ -65,8 +65,9 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
     Returns
     -------
     PotentialEstimator or None
-        The refit (``settings_`` records ``beta_estimated = 1``, ``beta_basis_corrected = 1``, ``beta_fitted``
-        and ``beta_correction_z``), or None where there is no significant correction.
+        The refit at the fit's ridge (``settings_`` records how that ridge was chosen, ``beta_estimated = 1``,
+        ``beta_basis_corrected = 1``, ``beta_fitted`` and ``beta_correction_z``), or None where there is no
+        significant correction.
     """
     z = None if post is None else post.beta_correction_z
     if z is None or not (post.beta_estimated and post.beta_corrected is not None and z > min_z):
@@ -79,11 +80,11 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
     with warnings.catch_warnings():  # the fit's own warnings were shown once already
         warnings.simplefilter("ignore")
         refit = PotentialEstimator(**params).fit(snapshots, _moments=getattr(inner, "_moments", None))
-    refit.settings_ = {**refit.settings_, "beta_estimated": 1,
+    refit.settings_ = {**refit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"), "beta_estimated": 1,
                        "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
                        "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), "beta_basis_corrected": 1,
                        "beta_fitted": float(inner.beta_), "beta_correction_z": float(z)}
-    refit.beta_coarsening_ = int(getattr(inner, "beta_coarsening_", 1))
+    refit.beta_coarsening_, refit.gcv_ = int(getattr(inner, "beta_coarsening_", 1)), getattr(inner, "gcv_", None)
     lo, hi = post.beta_interval()
     bounds = (min(lo, float(refit.beta_)), max(hi, float(refit.beta_)))  # the point estimate inside its interval
     post.mean = np.asarray(refit.coef_, dtype=float).ravel()
