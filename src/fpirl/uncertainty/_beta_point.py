@@ -80,8 +80,8 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
     with warnings.catch_warnings():  # the fit's own warnings were shown once already
         warnings.simplefilter("ignore")
         refit = PotentialEstimator(**params).fit(snapshots, _moments=getattr(inner, "_moments", None))
-    refit.settings_ = {**refit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"), "beta_estimated": 1,
-                       "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
+    refit.settings_ = {**refit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
+                       "beta_estimated": 1, "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
                        "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), "beta_basis_corrected": 1,
                        "beta_fitted": float(inner.beta_), "beta_correction_z": float(z)}
     refit.beta_coarsening_, refit.gcv_ = int(getattr(inner, "beta_coarsening_", 1)), getattr(inner, "gcv_", None)
