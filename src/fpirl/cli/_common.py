@@ -91,8 +91,8 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     settings = est.settings_
     rel = settings.get("ridge_relative")
     how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
-    lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise standard "
-             f"deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
+    lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise "
+             f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
         if settings.get("beta_basis_corrected") else []
     lines.append(f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
                  f"tr(A)/tr(P) = {est.penalty_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
