@@ -7,8 +7,8 @@ The cases of ``bench_beta_coarse.py`` (independent-solver density data, 14 poten
 raw beta and the posterior's ``beta_corrected`` (:func:`fpirl.uncertainty.posterior`), psi's relative L2 error
 (zero-mean, grid quadrature) of the fit, of the same fit with beta fixed at ``beta_corrected``, and with beta fixed
 at the truth; whether the fit estimated beta on block means (``beta_coarsening_``); and the significance
-``z = |gamma_c - gamma| / sd`` of the correction, ``sd`` the snapshot-noise posterior's std of ``gamma = 1/beta``
-(its noise columns only). Then, per noise level, the gated rule "use ``beta_corrected`` (and refit psi) where
+``z = |gamma_c - gamma| / sd`` of the correction (the posterior's ``beta_correction_z``: ``sd`` the snapshot-noise
+std of ``gamma = 1/beta``, its noise columns only). Then, per noise level, the gated rule "use ``beta_corrected`` (and refit psi) where
 ``z > T``" for several thresholds ``T``.
 """
 
@@ -49,12 +49,6 @@ def _error(grid, est, true):
     return float(np.sqrt(grid.integrate((v - t) ** 2) / grid.integrate(t ** 2)))
 
 
-def _gamma_sd(post) -> float:
-    F = post.factor
-    systematic = 1 + (post.resolution is not None) + (post.basis is not None)  # bias, resolution, basis columns
-    return float(np.sqrt(np.sum(F[-1, :F.shape[1] - systematic] ** 2)))
-
-
 def main():
     from fpirl import DensitySnapshots, PotentialEstimator
     from fpirl.uncertainty import posterior
@@ -87,7 +81,7 @@ def main():
                            beta_corrected=100 * (bc / beta - 1), psi_raw=100 * _error(grid, est, true),
                            psi_at_corrected=100 * _error(grid, at_bc, true), psi_at_truth=100 * _error(grid, at_truth, true),
                            block_means=int(getattr(est, "beta_coarsening_", 1)) > 1,
-                           z=abs(1 / bc - 1 / est.beta_) / _gamma_sd(post))
+                           z=post.beta_correction_z)
                 rows.append(row)
                 print(json.dumps({k: round(x, 2) if isinstance(x, float) else x for k, x in row.items()}), flush=True)
     print("\n| T (use beta_corrected where z > T) | noise | fits | psi error: median | mean | beta error: median | "

@@ -148,5 +148,5 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False):
     (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`; ``post`` is moved to it), else ``est``.
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
     post = estimate_uncertainty(est, method, data, progress=progress)
-    better = basis_corrected_fit(est, post, data) if post is not None else None
+    better = basis_corrected_fit(est, post, data)
     return post, (est if better is None else better)

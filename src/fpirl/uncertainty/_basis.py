@@ -247,16 +247,14 @@ def add_basis_error(post, est, snapshots) -> None:
         post.beta_coarse = float(coarse.beta_)
         g = corrected_gamma(inner, coarse, beta_order(inner, coarse, snapshots))
         post.beta_corrected = float(1.0 / g) if g > 0 else None
-        if post.beta_corrected is not None and post.noise_model != "rows":
-            # the step in noise standard deviations of gamma (the noise columns: before bias and resolution)
-            n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
-            sd = float(np.sqrt(np.sum(post.factor[-1, :n_noise] ** 2)))
-            post.beta_correction_z = float(abs(g - post.gamma) / sd) if sd > 0 else float("inf")
     if post.noise_model == "rows":
         return
     h = post.hermite
     n = h.n_coef
-    n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)
+    n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)  # the noise columns, then bias, resolution
+    if post.beta_corrected is not None:  # the correction's step in noise standard deviations of gamma
+        sd = float(np.sqrt(np.sum(post.factor[-1, :n_noise] ** 2)))
+        post.beta_correction_z = float(abs(1.0 / post.beta_corrected - post.gamma) / sd) if sd > 0 else float("inf")
     correction = getattr(inner, "noise_correction_", None)
     if post.beta_estimated and post.bias is not None and correction is not None:
         # the fit removed the noise's bias from 1/beta (corrected least squares, fpirl.weakform.noise_bias):
