@@ -77,10 +77,13 @@ def test_fit_table_options_in_process(table, tmp_path, capsys):
     # the density estimator through the same options
     out3 = tmp_path / "d.nc"
     assert main(["fit", str(path), "-o", str(out3), *COLS, *BOX, *FAST, "--estimator", "density",
-                 "--time-scheme", "explicit"]) == 0
+                 "--time-scheme", "explicit", "--uncertainty-samples", "4"]) == 0
     ds3 = read_result(out3)
     assert ds3.attrs["estimator"] == "density" and ds3.attrs["source_kind"] == "tracks" and "policy" in ds3
     assert ds3.attrs["solver_time_scheme"] == "explicit"
+    # its default uncertainty: the parametric bootstrap (4 replicates asked for), bands from 64 draws of it
+    assert ds3.attrs["uncertainty"] == "parametric" and int(ds3.attrs["uncertainty_replicates"]) == 4
+    assert int(ds3.attrs["uncertainty_samples"]) == 64 and np.all(ds3["potential_std"].values > 0)
 
 
 def test_estimator_defaults_for_tables(table):

@@ -94,8 +94,9 @@ def test_scheduler_address_gives_the_same_fit(density_file, tmp_path):
 
 def test_bad_uncertainty_options_are_one_line_errors(density_file, tmp_path, capsys):
     out = tmp_path / "x.nc"
-    assert main(["fit", str(density_file), "-o", str(out), "--beta", "4", "--uncertainty", "bootstrap"]) == 2
-    assert "trajectory tables" in capsys.readouterr().err
+    for method in ("bootstrap", "parametric"):
+        assert main(["fit", str(density_file), "-o", str(out), "--beta", "4", "--uncertainty", method]) == 2
+        assert "trajectory tables" in capsys.readouterr().err
     assert main(["fit", str(density_file), "-o", str(out), "--beta", "4", "--scheduler", "cluster"]) == 2
     assert "tcp://HOST:PORT" in capsys.readouterr().err
     assert not out.exists()

@@ -100,14 +100,14 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="mixed-flux path (6-D density data): run it on a CUDA GPU through CuPy (default cpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     unc = p.add_argument_group("uncertainty and scale-out (docs/method.md, docs/cluster.md)")
-    unc.add_argument("--uncertainty", choices=("auto", "posterior", "bootstrap", "none"), default="auto",
-                     help="auto (default): the posterior, unless the fit is matrix-free and the posterior would "
-                     "take over 2 minutes (then a warning); posterior: Bayesian posterior of psi (and beta); bootstrap: "
-                     "refits on tracks resampled with replacement (tables only, run in parallel); none. Writes "
+    unc.add_argument("--uncertainty", choices=("auto", "posterior", "bootstrap", "parametric", "none"), default="auto",
+                     help="auto (default): parametric for --estimator density on a table, else the posterior, "
+                     "unless either would take over 2 minutes (then a warning); posterior: Bayesian posterior of psi "
+                     "(and beta); bootstrap: refits on tracks resampled with replacement (tables, in parallel); "
+                     "parametric: refits on tables simulated from the fit; none. Writes "
                      "potential_std, policy/reward 5%%/95%% bands and beta_lower/beta_upper into the result")
     unc.add_argument("--uncertainty-samples", metavar="N", type=_positive_int, default=None,
-                     help="posterior draws for the policy/reward bands (default 64), or bootstrap replicates "
-                     "(default 100)")
+                     help="posterior draws for the bands (default 64), or bootstrap replicates (100; parametric 32)")
     unc.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", default=None,
                      help="assemble the normal equations (and run bootstrap replicates) on Dask: 'local' starts a "
                      "LocalCluster on this machine, tcp://HOST:PORT uses a running scheduler (needs fpirl[dask])")
@@ -201,8 +201,8 @@ def _fit_density(args, out) -> int:
                               f"{args.data!r}")
     if args.beta is None and not args.estimate_beta:
         raise FpirlInputError("one of the arguments --beta --estimate-beta is required for density data")
-    if args.uncertainty == "bootstrap":
-        raise FpirlInputError("--uncertainty bootstrap resamples whole tracks: it applies to trajectory tables")
+    if args.uncertainty in ("bootstrap", "parametric"):
+        raise FpirlInputError(f"--uncertainty {args.uncertainty} refits on tracks: it applies to trajectory tables")
     from ..distributed import check_scheduler
 
     check_scheduler(args.scheduler)

@@ -92,7 +92,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     and ``reward_lower``/``reward_upper`` (5%/95%, when the MDP is recovered), and the attrs
     ``uncertainty`` (method), ``uncertainty_noise`` (snapshot-noise shape, density fits with their
     data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_basis``
-    (1 when the Hermite basis-error column is included), ``uncertainty_samples`` and, with beta estimated, ``beta_lower`` and
+    (1 when the Hermite basis-error column is included), ``uncertainty_samples``, ``uncertainty_replicates``
+    (parametric bootstrap) and, with beta estimated, ``beta_lower`` and
     ``beta_upper`` (5%/95%), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
     (that correction in noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
@@ -119,6 +120,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
                                                          "method": post.method})
     if bands:
         out["uncertainty_samples"] = int(len(post.samples) if post.samples is not None else n_samples)
+    if post.replicates is not None:
+        out["uncertainty_replicates"] = int(post.replicates)
     if post.beta_estimated:
         out["beta_lower"], out["beta_upper"] = post.beta_interval()
         if post.beta_coarse is not None:
@@ -139,7 +142,8 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
 
     post = estimate_uncertainty(est, method, data, n_replicates=n_samples, rng=rng, scheduler=scheduler,
                                 n_jobs=n_jobs, progress=progress)
-    return uncertainty_extra(est, post, dt, gamma, n_samples, rng, progress, reward_convention)
+    parametric = post is not None and post.method == "parametric"  # n_samples were its replicates, not band draws
+    return uncertainty_extra(est, post, dt, gamma, None if parametric else n_samples, rng, progress, reward_convention)
 
 
 def uncertainty_and_point(est, method: str, data, *, progress: bool = False):

@@ -71,6 +71,9 @@ class CoefficientPosterior:
     beta_bounds : tuple, optional
         ``(beta_lower, beta_upper)`` fixed when the posterior was moved to a corrected point estimate
         (:meth:`beta_interval` returns it: the interval of the fitted beta, reaching the corrected one).
+    replicates : int, optional
+        Parametric bootstrap: the tables simulated and refitted, all stages
+        (:func:`fpirl.uncertainty._parametric.parametric_bootstrap`).
     """
 
     hermite: HermiteSpace
@@ -90,6 +93,7 @@ class CoefficientPosterior:
     beta_corrected: float | None = None
     beta_correction_z: float | None = None
     beta_bounds: tuple | None = None
+    replicates: int | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:

@@ -59,12 +59,14 @@ from ..estimators.identify import PotentialEstimator
 from ..tracks.table import TrackTable
 from ..weakform.matfree import StreamingSnapshots
 from ._bootstrap import DEFAULT_REPLICATES, bootstrap_tracks
+from ._parametric import DEFAULT_PARAMETRIC, parametric_bootstrap
+from ..estimators.track_density import TrackDensityEstimator
 from ._snapshot_noise import matrix_free_posterior_seconds, snapshot_posterior
 
 #: Coefficient draws for the policy/reward bands (each draw is one MDP recovery).
 DEFAULT_SAMPLES = 64
 #: Methods accepted by :func:`uncertainty_extra` (and ``fpirl fit --uncertainty``).
-METHODS = ("auto", "posterior", "bootstrap", "none")
+METHODS = ("auto", "posterior", "bootstrap", "parametric", "none")
 #: ``method='auto'`` skips a matrix-free posterior whose estimated time exceeds this (seconds).
 POSTERIOR_BUDGET_S = 120.0
 #: Passes of the snapshot-noise posterior over a streamed file whose residuals are not cached (pilot
@@ -199,16 +201,22 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
     Parameters
     ----------
     est : fitted estimator
-    method : {'auto', 'posterior', 'bootstrap', 'none'}
+    method : {'auto', 'posterior', 'bootstrap', 'parametric', 'none'}
         ``'auto'`` (the CLI's default) is ``'posterior'`` unless the fit is matrix-free and the
         posterior's estimated time (:func:`fpirl.uncertainty._snapshot_noise.matrix_free_posterior_seconds`,
         plus :func:`streamed_read_seconds` when ``data`` is streamed from a file) exceeds
-        :data:`POSTERIOR_BUDGET_S`; then a warning and no uncertainty.
+        :data:`POSTERIOR_BUDGET_S`; then a warning and no uncertainty. For a
+        :class:`~fpirl.estimators.TrackDensityEstimator` with its tracks, ``'auto'`` is the parametric
+        bootstrap (:func:`fpirl.uncertainty._parametric.parametric_bootstrap`: the row model leaves out
+        the estimator's binning bias and the time-correlated histogram noise), or the row-model
+        posterior with a warning where the bootstrap would exceed :data:`POSTERIOR_BUDGET_S`.
     data : DensitySnapshots, StreamingSnapshots or TrackTable, optional
         The fitted data: snapshots give the snapshot-noise posterior (any solver) and let it bound
         beta's basis error (:func:`beta_at_coarser_resolution`); the bootstrap needs the tracks.
     n_replicates, rng, scheduler, n_jobs, progress
-        Bootstrap settings (``progress`` also shows the snapshot-noise draws) (:func:`fpirl.uncertainty._bootstrap.bootstrap_tracks`; replicates run as Dask tasks
+        Settings of the bootstrap over tracks and of the parametric one (``n_replicates``: their replicates;
+        ``progress`` also shows the snapshot-noise draws) (:func:`fpirl.uncertainty._bootstrap.bootstrap_tracks`,
+        :func:`fpirl.uncertainty._parametric.parametric_bootstrap`; replicates run as Dask tasks
         with ``scheduler``, else on ``n_jobs`` processes).
     """
     if method not in METHODS:
@@ -227,6 +235,21 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
                           "posterior (API: method='posterior')", RuntimeWarning, stacklevel=2)
             return None
         method = "posterior"
+        if isinstance(est, TrackDensityEstimator) and isinstance(data, TrackTable):
+            post = parametric_bootstrap(est, data, n_replicates or DEFAULT_PARAMETRIC, rng, scheduler=scheduler,
+                                        n_jobs=n_jobs, progress=progress, budget_s=POSTERIOR_BUDGET_S)
+            if post is not None:
+                return post
+            warnings.warn(f"no parametric bootstrap: its replicates would take over {POSTERIOR_BUDGET_S / 60:.0f} min; "
+                          "the row-model posterior is used instead, which leaves out the density estimator's "
+                          "binning bias (ask for it with --uncertainty parametric, API: method='parametric')",
+                          RuntimeWarning, stacklevel=2)
+    if method == "parametric":
+        if not (isinstance(est, TrackDensityEstimator) and isinstance(data, TrackTable)):
+            raise FpirlInputError("the parametric bootstrap simulates tracks from the fit: it needs a density "
+                                  "estimator fitted to a trajectory table (--estimator density), and its table")
+        return parametric_bootstrap(est, data, n_replicates or DEFAULT_PARAMETRIC, rng, scheduler=scheduler,
+                                    n_jobs=n_jobs, progress=progress)
     if method == "none":
         return None
     if method == "bootstrap":
