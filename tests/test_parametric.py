@@ -125,3 +125,21 @@ def test_parametric_needs_the_density_estimator_and_its_table():
     est = TrackDensityEstimator(beta=4.0, fe_elements=6, hermite_elements=2).fit(tracks)
     with pytest.raises(FpirlInputError, match="at least 4 replicates"):
         estimate_uncertainty(est, "parametric", tracks, n_replicates=3)
+
+
+def test_basis_column_lives_in_the_finer_space_that_holds_the_fit():
+    """With the basis column the posterior is carried into 2 n_h elements exactly: the mean is the fit's psi and,
+    without that last column, the std is the coarse posterior's (same replicates, same seed)."""
+    tracks = _trig_tracks(1, n_tracks=150, frames=60)
+    est = TrackDensityEstimator(beta=4.0, fe_elements=8, hermite_elements=2).fit(tracks)
+    coarse = estimate_uncertainty(est, "parametric", tracks, n_replicates=8, rng=2, n_jobs=1)
+    from fpirl.uncertainty._parametric import parametric_bootstrap
+
+    plain = parametric_bootstrap(est, tracks, 8, rng=2, n_jobs=1, basis=False)
+    assert coarse.basis is not None and coarse.hermite.elements == (4, 4) and plain.hermite.elements == (2, 2)
+    coords = est.grid_.coords
+    np.testing.assert_allclose(coarse.hermite.evaluate_grid(coarse.mean, coords),
+                               est.hermite_.evaluate_grid(est.coef_, coords), atol=1e-12)
+    without = type(coarse)(coarse.hermite, coarse.mean, coarse.gamma, coarse.factor[:, :-1])
+    np.testing.assert_allclose(without.potential_std(coords), plain.potential_std(coords), rtol=1e-10)
+    assert np.all(coarse.potential_std(coords) >= without.potential_std(coords) - 1e-15)

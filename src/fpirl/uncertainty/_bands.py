@@ -107,6 +107,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["uncertainty_noise"] = post.noise_model
         out["uncertainty_resolution"] = int(post.resolution is not None)
         out["uncertainty_basis"] = int(post.basis is not None)
+    elif post.replicates is not None:  # the parametric bootstrap
+        out["uncertainty_basis"] = int(post.basis is not None)
     with one_blas_thread():  # thin sum-factorisation products: 2.4x faster on one BLAS thread at 15^4 nodes
         std = post.potential_std(grid.coords)
     out["potential_std"] = xr.DataArray(std, dims=dims, attrs={

@@ -33,17 +33,27 @@ from ``hat x`` and finds the bias ``b_1 = mean_r x_r - hat x``; stage 2 simulate
 ``b_2`` is the bias used (1-D: 0.052). More stages gain little: on 2-D tracks with walls (true bias 0.071,
 0.064 simulated from the truth itself) 2, 3 and 4 stages gave 0.038, 0.041 and 0.043.
 
+**The Hermite basis error** (where the space with ``2 n_h`` elements per axis has at most
+:data:`MAX_BASIS_COEF` coefficients). The data are refitted at ``2 n_h`` elements (a space that holds the
+fit's exactly), and so is every replicate of the last stage. The replicates come from a potential inside the
+``n_h`` space, so their mean step ``x_{2h,r} - x_{h,r}`` is the two resolutions' difference in bias and its
+spread is the step's noise; the data's step less that mean is the basis error seen from ``2 n_h``, scaled by
+Richardson's ``1 / (1 - 2^{-2})`` (:data:`BASIS_RICHARDSON`) and shrunk by that noise,
+``s = sqrt(max(0, 1 - V (1 + 1/R) / E))`` (:func:`basis_column`). The posterior then lives in the ``2 n_h``
+space (every column carried exactly), with this column appended.
+
 So ``Cov(x) = F F^T`` with ``F = [(x_r - mean_stage x_r) / sqrt(R - 2), s b_2]`` (all ``R`` replicates about
 their own stage's mean, and one systematic column with its sign not used, like the snapshot model's bias
 column), ``s = sqrt(max(0, 1 - V / (R_2 E)))`` removing the Monte Carlo noise of ``b_2`` (``V`` the last
 stage's nodal variance, ``E`` the nodal energy of ``b_2``, ``R_2`` its replicates; nodal sums of the
-zero-mean ``psi`` over the FE nodes). ``potential_std``, the bands and beta's interval all include the bias;
-the point estimate is not moved.
+zero-mean ``psi`` over the FE nodes), and the basis column above. ``potential_std``, the bands and beta's
+interval all include the bias; the point estimate is not moved.
 
 Measured (``benchmarks/bench_track_density_uncertainty.py``, docs/benchmarks.md): over five potentials and
-two sampling regimes the 90% band covered the true ``psi`` at 0.76 and 0.83 of the nodes on average, inside
-80-98% in 19 of 30 fits; the row model 0.50 (few observations per frame) and 0.97 (many, strided), 9 of 30.
-The Hermite basis error is in neither (a second harmonic at 2 Hermite elements: 0.52-0.69).
+two sampling regimes the 90% band covered the true ``psi`` at 0.83 of the nodes on average (0.79 without the
+basis column), inside 80-98% in 19 of 30 fits; the row model 0.50 (few observations per frame) and 0.97
+(many, strided), 9 of 30. Short of the target where the basis error is large and the refit at ``2 n_h`` too
+noisy to show it (a second harmonic at 2 Hermite elements: 0.68-0.88), and in 7 of 18 walled fits (0.52-0.78).
 """
 
 from __future__ import annotations
@@ -56,7 +66,9 @@ from ..core._errors import FpirlInputError
 from ..distributed import run_tasks
 from ..forward.markov import sample_sde
 from ..tracks.table import TrackTable
+from ._basis import carry_coefficients
 from ._bootstrap import refit_params, resample_tracks
+from ..core.hermite import HermiteSpace
 from ._posterior import CoefficientPosterior
 from ._resolution import _nodal_energy
 import warnings
@@ -73,6 +85,10 @@ SUBSTEP_STIFFNESS = 0.05
 STAGES = 2
 #: At most this many substeps per frame.
 MAX_SUBSTEPS = 32
+#: The basis column's refit at ``2 n_h`` Hermite elements only where that space has at most this many coefficients.
+MAX_BASIS_COEF = 4096
+#: Richardson's factor of the basis column: the error of the ``n_h`` fit is ``(x_{2h} - x_h) / (1 - 2^-p)``, p = 2.
+BASIS_RICHARDSON = 4.0 / 3.0
 #: Frames simulated per call of the sampler (segments still running are a prefix of the longest-first order).
 _CHUNK = 64
 
@@ -118,15 +134,47 @@ def simulate_like(tracks: TrackTable, hermite, coef, beta: float, rng, substeps:
         done += steps
 
 
-def _replicate(seed, tracks, cls, params, hermite, coef, beta, substeps):
-    """``[theta; 1/beta]`` of the estimator refitted on one simulated table (a pure task)."""
+def _replicate(seed, tracks, cls, params, hermite, coef, beta, substeps, fine_params=None):
+    """``[theta; 1/beta]`` of the estimator refitted on one simulated table (a pure task); with ``fine_params``
+    followed by those of the refit at :func:`finer_elements` on the same table."""
     rng = np.random.default_rng(seed)
     table = simulate_like(resample_tracks(tracks, rng.integers(0, tracks.n_tracks, tracks.n_tracks)), hermite, coef,
                           beta, rng, substeps)
+    return np.concatenate([_refit(cls, p, table) for p in ([params] if fine_params is None else [params, fine_params])])
+
+
+def _refit(cls, params, table) -> np.ndarray:
     with warnings.catch_warnings():  # the plausibility notes were given for the original fit
         warnings.simplefilter("ignore")
         est = cls(**params).fit(table)
     return np.concatenate([np.asarray(est.coef_, dtype=float).ravel(), [1.0 / est.beta_]])
+
+
+def finer_elements(hermite) -> tuple[int, ...] | None:
+    """``2 n_h`` Hermite elements per axis (a space that holds the fit's exactly), or None when that space would
+    have over :data:`MAX_BASIS_COEF` coefficients."""
+    fine = tuple(2 * int(e) for e in hermite.elements)
+    n_coef = int(np.prod([2 * e + (0 if hermite.periodic else 2) for e in fine]))
+    return fine if n_coef <= MAX_BASIS_COEF else None
+
+
+def basis_column(est, x_hat, fine_fit, replicates, fine_space) -> np.ndarray:
+    """The Hermite basis error of ``x_hat`` as a column of the ``2 n_h`` space (module doc), noise removed.
+
+    ``fine_fit``: ``[theta_f; 1/beta_f]`` of the data refitted at ``2 n_h`` elements; ``replicates``: rows
+    ``[theta_r; 1/beta_r; theta_{f,r}; 1/beta_{f,r}]`` of the last stage.
+    """
+    h, n, nf = est.hermite_, est.hermite_.n_coef, fine_space.n_coef
+
+    def carried(x):
+        return np.append(carry_coefficients(x[:n], h, fine_space).ravel(), x[n])
+
+    step = np.array([np.append(r[n + 1:n + 1 + nf], r[-1]) - carried(r[:n + 1]) for r in replicates])
+    diff = fine_fit - carried(x_hat) - step.mean(axis=0)  # less the two resolutions' difference in bias
+    energy = _nodal_energy(diff[:nf], fine_space, est.grid_)
+    noise = _nodal_energy((step - step.mean(axis=0))[:, :nf].T, fine_space, est.grid_) / (len(step) - 1)
+    shrink = float(np.sqrt(max(0.0, 1.0 - noise * (1.0 + 1.0 / len(step)) / energy))) if energy > 0 else 0.0
+    return BASIS_RICHARDSON * shrink * diff
 
 
 def _bias_shrinkage(bias, centred, hermite, grid) -> float:
@@ -140,7 +188,8 @@ def _bias_shrinkage(bias, centred, hermite, grid) -> float:
 
 def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PARAMETRIC, rng=0, *,
                          scheduler=None, n_jobs: int | None = None, progress: bool = False,
-                         budget_s: float | None = None, stages: int = STAGES) -> CoefficientPosterior | None:
+                         budget_s: float | None = None, stages: int = STAGES,
+                         basis: bool = True) -> CoefficientPosterior | None:
     """The posterior of the module doc (``method='parametric'``) of a fitted track density estimator.
 
     The replicates are split evenly over ``stages`` (the same seeds in each); each stage simulates from the
@@ -161,10 +210,13 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
     per_stage = int(n_replicates) // stages
     seeds = np.random.default_rng(rng).integers(0, 2**63 - 1, per_stage)  # common random numbers in every stage
     params = refit_params(est)
+    fine = finer_elements(h) if basis else None
+    fine_params = None if fine is None else {**params, "hermite_elements": fine}
     x_sim, spread = x_hat, []
     for k in range(stages):
+        last = k + 1 == stages
         shared = (tracks, type(est), params, h, x_sim[:-1].reshape(h.shape), 1.0 / x_sim[-1],
-                  frame_substeps(h, x_sim[:-1].reshape(h.shape), tracks.dt))
+                  frame_substeps(h, x_sim[:-1].reshape(h.shape), tracks.dt), fine_params if last else None)
         first, todo = [], seeds
         if k == 0:
             t = time.perf_counter()
@@ -172,8 +224,9 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
             rest = (time.perf_counter() - t) * (per_stage * stages - 1) / max(1, n_jobs or 1)
             if budget_s is not None and rest > budget_s:
                 return None
-        samples = np.vstack(first + run_tasks(_replicate, todo, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
-                                              desc=f"parametric bootstrap {k + 1}/{stages}", shared=shared))
+        rows = np.vstack(first + run_tasks(_replicate, todo, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
+                                           desc=f"parametric bootstrap {k + 1}/{stages}", shared=shared))
+        samples = rows[:, :x_hat.size]
         spread.append(samples - samples.mean(axis=0))
         bias = samples.mean(axis=0) - x_sim  # the estimator's bias at x_sim
         if not estimated:
@@ -186,5 +239,31 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
     if not estimated:
         centred[:, -1] = 0.0
     factor = np.hstack([centred.T / np.sqrt(len(centred) - stages), bias[:, None]])
-    return CoefficientPosterior(h, coef, 1.0 / beta, factor, method="parametric", beta_estimated=estimated,
+    post = CoefficientPosterior(h, coef, 1.0 / beta, factor, method="parametric", beta_estimated=estimated,
                                 bias=bias, replicates=per_stage * stages)
+    return post if fine is None else _with_basis_column(post, est, tracks, fine_params, rows, estimated)
+
+
+def _with_basis_column(post, est, tracks, fine_params, rows, estimated):
+    """``post`` carried into the ``2 n_h`` space (exactly: that space holds the fit's) with :func:`basis_column`
+    appended to its factor; ``post`` itself where the refit fails."""
+    h = est.hermite_
+    fine_space = HermiteSpace([a.lower for a in h.axes], [a.upper for a in h.axes], fine_params["hermite_elements"],
+                              h.periodic)
+    try:
+        fine_fit = _refit(type(est), fine_params, tracks)
+    except FpirlInputError:
+        return post
+    x_hat = np.append(post.mean, post.gamma)
+    col = basis_column(est, x_hat, fine_fit, rows, fine_space)
+    if not estimated:
+        col[-1] = 0.0
+
+    def carried(cols):
+        return np.vstack([np.stack([carry_coefficients(c, h, fine_space).ravel() for c in cols[:-1].T], axis=1),
+                          cols[-1:]])
+
+    factor = np.hstack([carried(post.factor), col[:, None]])
+    return CoefficientPosterior(fine_space, carry_coefficients(post.mean, h, fine_space).ravel(), post.gamma, factor,
+                                method="parametric", beta_estimated=estimated, bias=carried(post.bias[:, None])[:, 0],
+                                basis=col, replicates=post.replicates)
