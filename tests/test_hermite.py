@@ -80,6 +80,18 @@ def test_derivatives_match_finite_differences(rng):
         np.testing.assert_allclose(grad[:, a], fd, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("periodic", [True, False])
+def test_gradient_agrees_with_the_grid_evaluation(rng, periodic):
+    """The gathered, sum-factorised gradient against the collocation matrices on a tensor grid (4-D, walls or not,
+    points on element edges included)."""
+    space = HermiteSpace([-1, 0, -2, 0], [1, 2, 0, 1], [2, 3, 1, 2] if not periodic else [2, 3, 2, 2], periodic=periodic)
+    coef = rng.standard_normal(space.shape)
+    coords = [np.concatenate([rng.uniform(a.lower, a.upper, 3), a.breakpoints[:2]]) for a in space.axes]
+    pts = np.stack(np.meshgrid(*coords, indexing="ij"), axis=-1)
+    np.testing.assert_allclose(np.moveaxis(space.gradient(coef, pts), -1, 0), space.gradient_grid(coef, coords),
+                               rtol=1e-12, atol=1e-12)
+
+
 def test_grid_and_scattered_evaluation_agree(rng):
     space = HermiteSpace([-1, 0], [1, 2], [4, 3], periodic=False)
     coef = rng.standard_normal(space.shape)

@@ -216,10 +216,29 @@ class HermiteSpace:
         return np.einsum("pk,pk->p", coef.ravel()[flat_index], weights).reshape(lead)
 
     def gradient(self, coef: np.ndarray, points: np.ndarray) -> np.ndarray:
-        """Gradient at scattered points, shape ``(..., d)``."""
-        return np.stack(
-            [self.evaluate(coef, points, tuple(int(b == a) for b in range(self.ndim))) for a in range(self.ndim)], axis=-1
-        )
+        """Gradient at scattered points, shape ``(..., d)``: the ``4^d`` local dofs of every point gathered once,
+        then each partial ``sum_k c_k prod_b h_{k_b}^{(delta_ab)}(x_b)`` by sum factorisation over the axes."""
+        points = np.asarray(points, dtype=float)
+        lead, d = points.shape[:-1], self.ndim
+        pts = points.reshape(-1, d)
+        n = pts.shape[0]
+        coef = np.asarray(coef).reshape(self.shape)
+        strides = np.cumprod((self.shape[1:] + (1,))[::-1])[::-1]
+        flat_index = np.zeros((n, 1), dtype=np.intp)
+        values, slopes = [], []
+        for b, ax in enumerate(self.axes):
+            idx, vals = ax.local_basis(pts[:, b], 0)
+            values.append(vals)
+            slopes.append(element_cubics(ax.locate(pts[:, b])[1], ax.spacing, 1))
+            flat_index = (flat_index[:, :, None] + strides[b] * idx[:, None, :]).reshape(n, -1)
+        local = coef.ravel()[flat_index].reshape((n,) + (4,) * d)
+        out = np.empty((n, d))
+        for a in range(d):
+            r = local
+            for b in reversed(range(d)):  # contract the last local axis with axis b's values (slopes on axis a)
+                r = np.matmul(r.reshape(n, -1, 4), (slopes[b] if b == a else values[b])[:, :, None])
+            out[:, a] = r.reshape(n)
+        return out.reshape(lead + (d,))
 
     # --- construction -------------------------------------------------------------------
     def interpolate(self, derivative: Callable[[np.ndarray, tuple[int, ...]], np.ndarray]) -> np.ndarray:

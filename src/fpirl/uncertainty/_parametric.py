@@ -196,7 +196,8 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
     fit moved by the bias that the previous stage found (``x_{k+1} = hat x - b_k``); the factor holds every
     stage's spread and the last stage's bias.
     ``budget_s``: the first replicate runs in this process and is timed; when the rest would exceed the
-    budget (divided among ``n_jobs`` workers) None is returned, so that the caller can fall back.
+    budget (divided among ``n_jobs`` workers) None is returned, so that the caller can fall back; when only the
+    refits at ``2 n_h`` elements would exceed it, the basis column is left out. ``basis=False`` leaves it out.
     """
     if int(n_replicates) != n_replicates or n_replicates < 2 * stages:
         raise FpirlInputError(f"the parametric bootstrap needs at least {2 * stages} replicates, got {n_replicates!r}")
@@ -212,6 +213,15 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
     params = refit_params(est)
     fine = finer_elements(h) if basis else None
     fine_params = None if fine is None else {**params, "hermite_elements": fine}
+    fine_fit, fine_seconds = None, 0.0
+    if fine_params is not None:  # the data at 2 n_h elements (the basis column), timed for the budget
+        t = time.perf_counter()
+        try:
+            fine_fit = _refit(type(est), fine_params, tracks)
+        except FpirlInputError:
+            fine_params = None
+        fine_seconds = time.perf_counter() - t
+    workers = max(1, n_jobs or 1)
     x_sim, spread = x_hat, []
     for k in range(stages):
         last = k + 1 == stages
@@ -221,9 +231,11 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
         if k == 0:
             t = time.perf_counter()
             first, todo = [_replicate(seeds[0], *shared)], seeds[1:]
-            rest = (time.perf_counter() - t) * (per_stage * stages - 1) / max(1, n_jobs or 1)
+            rest = (time.perf_counter() - t) * (per_stage * stages - 1) / workers
             if budget_s is not None and rest > budget_s:
                 return None
+            if budget_s is not None and fine_params is not None and rest + fine_seconds * per_stage / workers > budget_s:
+                fine_params = None  # the refits at 2 n_h would not fit in the budget: no basis column
         rows = np.vstack(first + run_tasks(_replicate, todo, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
                                            desc=f"parametric bootstrap {k + 1}/{stages}", shared=shared))
         samples = rows[:, :x_hat.size]
@@ -241,19 +253,15 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
     factor = np.hstack([centred.T / np.sqrt(len(centred) - stages), bias[:, None]])
     post = CoefficientPosterior(h, coef, 1.0 / beta, factor, method="parametric", beta_estimated=estimated,
                                 bias=bias, replicates=per_stage * stages)
-    return post if fine is None else _with_basis_column(post, est, tracks, fine_params, rows, estimated)
+    return post if fine_params is None else _with_basis_column(post, est, fine_params, fine_fit, rows, estimated)
 
 
-def _with_basis_column(post, est, tracks, fine_params, rows, estimated):
+def _with_basis_column(post, est, fine_params, fine_fit, rows, estimated):
     """``post`` carried into the ``2 n_h`` space (exactly: that space holds the fit's) with :func:`basis_column`
-    appended to its factor; ``post`` itself where the refit fails."""
+    appended to its factor."""
     h = est.hermite_
     fine_space = HermiteSpace([a.lower for a in h.axes], [a.upper for a in h.axes], fine_params["hermite_elements"],
                               h.periodic)
-    try:
-        fine_fit = _refit(type(est), fine_params, tracks)
-    except FpirlInputError:
-        return post
     x_hat = np.append(post.mean, post.gamma)
     col = basis_column(est, x_hat, fine_fit, rows, fine_space)
     if not estimated:
