@@ -143,3 +143,14 @@ def test_basis_column_lives_in_the_finer_space_that_holds_the_fit():
     without = type(coarse)(coarse.hermite, coarse.mean, coarse.gamma, coarse.factor[:, :-1])
     np.testing.assert_allclose(without.potential_std(coords), plain.potential_std(coords), rtol=1e-10)
     assert np.all(coarse.potential_std(coords) >= without.potential_std(coords) - 1e-15)
+
+
+def test_auto_skips_a_fit_too_stiff_for_the_time_step():
+    """kappa dt above what the substeps resolve: the row model with a warning that says why."""
+    from fpirl.uncertainty._parametric import frame_stiffness
+
+    tracks = _trig_tracks(0, n_tracks=60, frames=30)
+    est = TrackDensityEstimator(beta=4.0, fe_elements=6, hermite_elements=2).fit(tracks)
+    est.coef_ = est.coef_ * (2 * estimate.STIFFNESS_LIMIT / frame_stiffness(est.hermite_, est.coef_, tracks.dt))
+    with pytest.warns(RuntimeWarning, match="changes its drift by"):
+        assert estimate_uncertainty(est, "auto", tracks, n_replicates=4).method == "posterior"

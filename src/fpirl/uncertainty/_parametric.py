@@ -93,15 +93,21 @@ BASIS_RICHARDSON = 4.0 / 3.0
 _CHUNK = 64
 
 
-def frame_substeps(hermite, coef, dt: float) -> int:
-    """Euler-Maruyama substeps per frame: ``ceil(kappa dt / SUBSTEP_STIFFNESS)`` in ``[1, MAX_SUBSTEPS]``, with
-    ``kappa = max_i max |d_ii psi|`` over a grid of 8 points per Hermite element and axis."""
+def frame_stiffness(hermite, coef, dt: float) -> float:
+    """``kappa dt`` with ``kappa = max_i max |d_ii psi|`` over a grid of 8 points per Hermite element and axis: the
+    fitted drift's rate of change over one frame (the Euler-Maruyama step is unstable beyond 2)."""
     coords = [np.linspace(ax.lower, ax.upper, 8 * ax.elements + 1) for ax in hermite.axes]
     kappa = 0.0
     for i in range(hermite.ndim):
         deriv = tuple(2 if b == i else 0 for b in range(hermite.ndim))
         kappa = max(kappa, float(np.max(np.abs(hermite.evaluate_grid(coef, coords, deriv)))))
-    return int(np.clip(np.ceil(kappa * dt / SUBSTEP_STIFFNESS), 1, MAX_SUBSTEPS))
+    return kappa * float(dt)
+
+
+def frame_substeps(hermite, coef, dt: float) -> int:
+    """Euler-Maruyama substeps per frame: ``ceil(kappa dt / SUBSTEP_STIFFNESS)`` in ``[1, MAX_SUBSTEPS]``
+    (:func:`frame_stiffness`)."""
+    return int(np.clip(np.ceil(frame_stiffness(hermite, coef, dt) / SUBSTEP_STIFFNESS), 1, MAX_SUBSTEPS))
 
 
 def simulate_like(tracks: TrackTable, hermite, coef, beta: float, rng, substeps: int = 1) -> TrackTable:

@@ -59,7 +59,7 @@ from ..estimators.identify import PotentialEstimator
 from ..tracks.table import TrackTable
 from ..weakform.matfree import StreamingSnapshots
 from ._bootstrap import DEFAULT_REPLICATES, bootstrap_tracks
-from ._parametric import DEFAULT_PARAMETRIC, parametric_bootstrap
+from ._parametric import DEFAULT_PARAMETRIC, MAX_SUBSTEPS, SUBSTEP_STIFFNESS, frame_stiffness, parametric_bootstrap
 from ..estimators.track_density import TrackDensityEstimator
 from ._snapshot_noise import matrix_free_posterior_seconds, snapshot_posterior
 
@@ -67,6 +67,9 @@ from ._snapshot_noise import matrix_free_posterior_seconds, snapshot_posterior
 DEFAULT_SAMPLES = 64
 #: Methods accepted by :func:`uncertainty_extra` (and ``fpirl fit --uncertainty``).
 METHODS = ("auto", "posterior", "bootstrap", "parametric", "none")
+#: ``method='auto'`` skips the parametric bootstrap where the fit's ``kappa dt`` (its drift's change over one frame,
+#: :func:`fpirl.uncertainty._parametric.frame_stiffness`) exceeds this: the most its substeps resolve.
+STIFFNESS_LIMIT = MAX_SUBSTEPS * SUBSTEP_STIFFNESS
 #: ``method='auto'`` skips a matrix-free posterior whose estimated time exceeds this (seconds).
 POSTERIOR_BUDGET_S = 120.0
 #: Passes of the snapshot-noise posterior over a streamed file whose residuals are not cached (pilot
@@ -236,14 +239,18 @@ def estimate_uncertainty(est, method: str = "posterior", data=None, *, n_replica
             return None
         method = "posterior"
         if isinstance(est, TrackDensityEstimator) and isinstance(data, TrackTable):
-            post = parametric_bootstrap(est, data, n_replicates or DEFAULT_PARAMETRIC, rng, scheduler=scheduler,
-                                        n_jobs=n_jobs, progress=progress, budget_s=POSTERIOR_BUDGET_S)
+            stiff = frame_stiffness(est.hermite_, est.coef_, data.dt)
+            post = None if stiff > STIFFNESS_LIMIT else parametric_bootstrap(
+                est, data, n_replicates or DEFAULT_PARAMETRIC, rng, scheduler=scheduler, n_jobs=n_jobs,
+                progress=progress, budget_s=POSTERIOR_BUDGET_S)
             if post is not None:
                 return post
-            warnings.warn(f"no parametric bootstrap: its replicates would take over {POSTERIOR_BUDGET_S / 60:.0f} min; "
-                          "the row-model posterior is used instead, which leaves out the density estimator's "
-                          "binning bias (ask for it with --uncertainty parametric, API: method='parametric')",
-                          RuntimeWarning, stacklevel=2)
+            why = (f"the fitted potential changes its drift by {stiff:.3g} times over one frame (kappa dt; the "
+                   "model does not resolve the table's time step)" if stiff > STIFFNESS_LIMIT else
+                   f"its replicates would take over {POSTERIOR_BUDGET_S / 60:.0f} min")
+            warnings.warn(f"no parametric bootstrap: {why}; the row-model posterior is used instead, which leaves out "
+                          "the density estimator's binning bias (ask for it with --uncertainty parametric, API: "
+                          "method='parametric')", RuntimeWarning, stacklevel=2)
     if method == "parametric":
         if not (isinstance(est, TrackDensityEstimator) and isinstance(data, TrackTable)):
             raise FpirlInputError("the parametric bootstrap simulates tracks from the fit: it needs a density "
