@@ -59,19 +59,19 @@ noisy to show it (a second harmonic at 2 Hermite elements: 0.68-0.88), and in 7 
 from __future__ import annotations
 
 import time
+import warnings
 
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..core.hermite import HermiteSpace
 from ..distributed import run_tasks
 from ..forward.markov import sample_sde
 from ..tracks.table import TrackTable
 from ._basis import carry_coefficients
 from ._bootstrap import refit_params, resample_tracks
-from ..core.hermite import HermiteSpace
 from ._posterior import CoefficientPosterior
 from ._resolution import _nodal_energy
-import warnings
 
 #: Replicates of the parametric bootstrap by default, over all stages (the std's Monte Carlo error about
 #: ``1/sqrt(2 (R - 2))``: 13%).
@@ -177,19 +177,18 @@ def basis_column(est, x_hat, fine_fit, replicates, fine_space) -> np.ndarray:
 
     step = np.array([np.append(r[n + 1:n + 1 + nf], r[-1]) - carried(r[:n + 1]) for r in replicates])
     diff = fine_fit - carried(x_hat) - step.mean(axis=0)  # less the two resolutions' difference in bias
-    energy = _nodal_energy(diff[:nf], fine_space, est.grid_)
-    noise = _nodal_energy((step - step.mean(axis=0))[:, :nf].T, fine_space, est.grid_) / (len(step) - 1)
-    shrink = float(np.sqrt(max(0.0, 1.0 - noise * (1.0 + 1.0 / len(step)) / energy))) if energy > 0 else 0.0
-    return BASIS_RICHARDSON * shrink * diff
+    return BASIS_RICHARDSON * _shrinkage(diff, step - step.mean(axis=0), 1.0 + 1.0 / len(step), fine_space,
+                                         est.grid_) * diff
 
 
-def _bias_shrinkage(bias, centred, hermite, grid) -> float:
-    """``sqrt(max(0, 1 - V / (R E)))``: the share of the replicates' mean shift ``bias`` that stands out of their
-    Monte Carlo noise (``V`` the replicates' nodal variance, ``E`` the nodal energy of ``bias``, ``R`` replicates)."""
+def _shrinkage(shift, centred, noise_share, hermite, grid) -> float:
+    """``sqrt(max(0, 1 - c V / E))``: the share of ``shift`` that stands out of the noise, ``V`` the nodal variance
+    of the replicates ``centred`` (rows about their mean), ``c = noise_share`` the part of it in ``shift``
+    (``1/R`` for a mean of ``R`` replicates), ``E`` the nodal energy of ``shift`` (zero-mean psi, FE nodes)."""
     n = hermite.n_coef
-    energy = _nodal_energy(bias[:n], hermite, grid)
+    energy = _nodal_energy(shift[:n], hermite, grid)
     noise = _nodal_energy(centred[:, :n].T, hermite, grid) / (len(centred) - 1)
-    return float(np.sqrt(max(0.0, 1.0 - noise / (len(centred) * energy)))) if energy > 0 else 0.0
+    return float(np.sqrt(max(0.0, 1.0 - noise_share * noise / energy))) if energy > 0 else 0.0
 
 
 def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PARAMETRIC, rng=0, *,
@@ -252,7 +251,7 @@ def parametric_bootstrap(est, tracks: TrackTable, n_replicates: int = DEFAULT_PA
         if k + 1 < stages:  # iterative bootstrap: the model whose replicates average to the fit
             x_next = x_hat - bias
             x_sim = x_next if x_next[-1] > 0 else np.append(x_next[:-1], x_hat[-1])
-    bias = bias * _bias_shrinkage(bias, spread[-1], h, grid)
+    bias = bias * _shrinkage(bias, spread[-1], 1.0 / len(spread[-1]), h, grid)
     centred = np.vstack(spread)  # every stage's spread about its own mean (the stages' models differ by the bias)
     if not estimated:
         centred[:, -1] = 0.0
