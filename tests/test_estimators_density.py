@@ -5,7 +5,7 @@ import pytest
 
 from fpirl import FpirlInputError
 from fpirl.estimators import TRACK_ESTIMATORS, TrackDensityEstimator
-from fpirl.estimators.track_density import scott_bandwidth, smooth_density
+from fpirl.estimators.track_density import hermite_rule, scott_bandwidth, smooth_density
 from fpirl.core.grid import Grid
 from fpirl.tracks import TrackTable
 
@@ -17,6 +17,12 @@ from _simtracks import PI, grad1, make_tracks, psi1, rel_error
 def tracks1():
     # uniform start relaxing towards exp(-beta psi): the transient carries the information
     return make_tracks(grad1, 3.0, 3000, 300, 2e-3, -1.0, 1.0, "periodic", 21)
+
+
+@pytest.mark.parametrize("fe, hermite", [(4, 2), (6, 2), (9, 2), (10, 3), (14, 4), (18, 5), (26, 7), (30, 8), (64, 8)])
+def test_hermite_rule_rounds_halves_up(fe, hermite):
+    """max(2, min(8, N/4 rounded half up)): 10 FE elements give 3 (Python's round gave 2)."""
+    assert hermite_rule(fe) == hermite
 
 
 def test_registry():

@@ -50,10 +50,9 @@ zero-mean ``psi`` over the FE nodes), and the basis column above. ``potential_st
 interval all include the bias; the point estimate is not moved.
 
 Measured (``benchmarks/bench_track_density_uncertainty.py``, docs/benchmarks.md): over five potentials and
-two sampling regimes the 90% band covered the true ``psi`` at 0.83 of the nodes on average (0.79 without the
-basis column), inside 80-98% in 19 of 30 fits; the row model 0.50 (few observations per frame) and 0.97
-(many, strided), 9 of 30. Short of the target where the basis error is large and the refit at ``2 n_h`` too
-noisy to show it (a second harmonic at 2 Hermite elements: 0.68-0.88), and in 7 of 18 walled fits (0.52-0.78).
+two sampling regimes the 90% band covered the true ``psi`` at 0.81 of the nodes on average (0.80 without the
+basis column), inside 80-98% in 18 of 30 fits; the row model 0.60 (few observations per frame) and 0.97
+(many, strided), 10 of 30. Short of the target on walled boxes: 9 of 18 walled fits below 0.8 (0.52-0.79).
 """
 
 from __future__ import annotations
