@@ -98,7 +98,7 @@ class TrackDensityEstimator(TrackEstimatorMixin):
     Parameters
     ----------
     hermite_elements : 'auto', int or tuple of int
-        Hermite elements of psi; ``'auto'``: ``max(2, min(8, round(N / 4)))`` per axis for ``N`` FE elements.
+        Hermite elements of psi; ``'auto'``: :func:`hermite_rule` per axis for ``N`` FE elements.
     fe_elements : 'auto', int or tuple of int
         FE grid of the snapshots; ``'auto'``: ``clip(round(2.1 n^{1/(d+2)}), 4, 64)`` with ``n`` the
         median number of observations per snapshot.
