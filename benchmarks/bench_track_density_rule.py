@@ -1,7 +1,7 @@
 """Hermite elements of the density estimator on tracks: psi error at 2, 3 and 4 elements on the FE grid of the rule.
 
 Run:  PYTHONPATH=src:benchmarks .venv/bin/python benchmarks/bench_track_density_rule.py [--seeds 3]
-      [--counts 2,3,4] [--regimes long,short]
+      [--counts 2,3,4] [--regimes long,short | --tracks 150,600,...]
 
 Data: the tracks of ``bench_track_density_uncertainty.py`` (five potentials, regimes ``long`` and ``short``, seeds
 200..). For each set the FE grid is the estimator's rule; the Hermite count is fixed at each of ``--counts``. Prints the
@@ -34,13 +34,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--counts", default="2,3,4", help="Hermite elements to compare")
     ap.add_argument("--regimes", default="long,short")
+    ap.add_argument("--tracks", default=None, help="instead of the regimes: track counts N1,N2,... of 200 frames "
+                    "(beta = 4, dt = 2e-3, every second frame a snapshot), one FE size each")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     counts = [int(c) for c in args.counts.split(",")]
     print(f"| regime | potential | FE elements | rule | psi error, {' / '.join(map(str, counts))} Hermite elements |")
     print("|---|---|---|---|---|")
-    for regime in args.regimes.split(","):
-        n_tracks, frames, beta, dt, stride = data.REGIMES[regime]
+    regimes = ({f"{n} tracks": (int(n), 200, 4.0, 2e-3, 2) for n in args.tracks.split(",")} if args.tracks else
+               {r: data.REGIMES[r] for r in args.regimes.split(",")})
+    for regime, (n_tracks, frames, beta, dt, stride) in regimes.items():
         for case in data.POTENTIALS:
             errs, fe = [], None
             for seed in range(args.seeds):
