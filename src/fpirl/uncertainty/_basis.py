@@ -106,15 +106,16 @@ def coarse_refit(inner, snapshots, elements=None):
         return None
 
 
-def carry_coefficients(coef: np.ndarray, coarse, fine) -> np.ndarray:
-    """Hermite interpolant in ``fine`` of the ``coarse``-space potential ``coef`` (mixed partials at the nodes)."""
-    coef = np.asarray(coef, dtype=float).reshape(coarse.shape)
-    out = np.zeros(fine.shape)
+def carry_coefficients(coef: np.ndarray, coarse, fine, batch: bool = False) -> np.ndarray:
+    """Hermite interpolant in ``fine`` of the ``coarse``-space potential ``coef`` (mixed partials at the nodes):
+    shape ``fine.shape``; with ``batch``, ``coef`` is ``(B, coarse.n_coef)`` and the result ``(B, fine.n_coef)``."""
+    coef = np.asarray(coef, dtype=float).reshape((-1,) + coarse.shape)
+    out = np.zeros((coef.shape[0],) + fine.shape)
     nodes = [fa.nodes for fa in fine.axes]
     for alpha in np.ndindex(*(2,) * fine.ndim):
         mats = [ca.matrix(x, a) for ca, x, a in zip(coarse.axes, nodes, alpha)]
-        out[tuple(slice(a, None, 2) for a in alpha)] = apply_along_axes(coef, mats)
-    return out
+        out[(slice(None),) + tuple(slice(a, None, 2) for a in alpha)] = apply_along_axes(coef, mats)
+    return out.reshape(coef.shape[0], -1) if batch else out[0]
 
 
 def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: bool) -> np.ndarray:

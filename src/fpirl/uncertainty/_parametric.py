@@ -169,15 +169,18 @@ def basis_column(est, x_hat, fine_fit, replicates, fine_space) -> np.ndarray:
     ``fine_fit``: ``[theta_f; 1/beta_f]`` of the data refitted at ``2 n_h`` elements; ``replicates``: rows
     ``[theta_r; 1/beta_r; theta_{f,r}; 1/beta_{f,r}]`` of the last stage.
     """
-    h, n, nf = est.hermite_, est.hermite_.n_coef, fine_space.n_coef
-
-    def carried(x):
-        return np.append(carry_coefficients(x[:n], h, fine_space).ravel(), x[n])
-
-    step = np.array([np.append(r[n + 1:n + 1 + nf], r[-1]) - carried(r[:n + 1]) for r in replicates])
-    diff = fine_fit - carried(x_hat) - step.mean(axis=0)  # less the two resolutions' difference in bias
+    n = est.hermite_.n_coef
+    step = replicates[:, n + 1:] - _carried(replicates[:, :n + 1].T, est.hermite_, fine_space).T
+    # the data's step less the replicates' mean step (the two resolutions' difference in bias)
+    diff = fine_fit - _carried(x_hat[:, None], est.hermite_, fine_space)[:, 0] - step.mean(axis=0)
     return BASIS_RICHARDSON * _shrinkage(diff, step - step.mean(axis=0), 1.0 + 1.0 / len(step), fine_space,
                                          est.grid_) * diff
+
+
+def _carried(cols: np.ndarray, hermite, fine_space) -> np.ndarray:
+    """Columns ``[theta; 1/beta]`` of ``hermite``'s space as columns of ``fine_space`` (:func:`carry_coefficients`;
+    ``1/beta`` unchanged)."""
+    return np.vstack([carry_coefficients(cols[:-1].T, hermite, fine_space, batch=True).T, cols[-1:]])
 
 
 def _shrinkage(shift, centred, noise_share, hermite, grid) -> float:
@@ -264,18 +267,12 @@ def _with_basis_column(post, est, fine_params, fine_fit, rows, estimated):
     """``post`` carried into the ``2 n_h`` space (exactly: that space holds the fit's) with :func:`basis_column`
     appended to its factor."""
     h = est.hermite_
-    fine_space = HermiteSpace([a.lower for a in h.axes], [a.upper for a in h.axes], fine_params["hermite_elements"],
-                              h.periodic)
+    fine_space = HermiteSpace.on_grid(est.grid_, fine_params["hermite_elements"])
     x_hat = np.append(post.mean, post.gamma)
     col = basis_column(est, x_hat, fine_fit, rows, fine_space)
     if not estimated:
         col[-1] = 0.0
-
-    def carried(cols):
-        return np.vstack([np.stack([carry_coefficients(c, h, fine_space).ravel() for c in cols[:-1].T], axis=1),
-                          cols[-1:]])
-
-    factor = np.hstack([carried(post.factor), col[:, None]])
-    return CoefficientPosterior(fine_space, carry_coefficients(post.mean, h, fine_space).ravel(), post.gamma, factor,
-                                method="parametric", beta_estimated=estimated, bias=carried(post.bias[:, None])[:, 0],
-                                basis=col, replicates=post.replicates)
+    fine = _carried(np.column_stack([x_hat, post.bias, post.factor]), h, fine_space)  # mean, bias, factor together
+    return CoefficientPosterior(fine_space, fine[:-1, 0], post.gamma, np.hstack([fine[:, 2:], col[:, None]]),
+                                method="parametric", beta_estimated=estimated, bias=fine[:, 1], basis=col,
+                                replicates=post.replicates)
