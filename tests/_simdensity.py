@@ -30,3 +30,27 @@ def write_fp_density(path, elements: int, n_times: int, beta: float = 4.0):
                               von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)
     write_density(path, DensitySnapshots(grid, times, values))
     return path
+
+
+def coarse_step_walled(elements: int = 16, noise: float = 0.0, seed: int = 0):
+    """``(snapshots, true zero-mean psi on the nodes)``: snapshots 0.2 apart (coarse against the box's fast modes)
+    on a walled ``elements^2`` grid of ``[-3, 3]^2``, from the finite-volume solver, with multiplicative noise of
+    relative std ``noise``; the potential is not in the Hermite space."""
+    w = np.pi / 3
+
+    def psi(x):
+        u = (x + 3) * w
+        return 0.6 * np.cos(u[..., 0] + 0.3) + 0.35 * np.cos(u[..., 1] - 0.7) + 0.3 * np.sin(u[..., 0]) * np.sin(u[..., 1])
+
+    def grad(x):
+        u = (x + 3) * w
+        return w * np.stack([-0.6 * np.sin(u[..., 0] + 0.3) + 0.3 * np.cos(u[..., 0]) * np.sin(u[..., 1]),
+                             -0.35 * np.sin(u[..., 1] - 0.7) + 0.3 * np.sin(u[..., 0]) * np.cos(u[..., 1])], -1)
+
+    g = Grid([-3, -3], [3, 3], elements, boundary="reflecting")
+    times = 0.2 * np.arange(25)
+    values = simulate_density(g, psi, grad, 1.0, von_mises_bump(g.lower, g.upper, [0.9, -1.2], 1.0), times)
+    if noise:
+        values = np.clip(values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)), 0, None)
+    true = psi(g.mesh())
+    return DensitySnapshots(g, times, values), true - true.mean()

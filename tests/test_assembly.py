@@ -5,7 +5,8 @@ import pytest
 from scipy import integrate
 
 from fpirl import DensitySnapshots, Grid
-from fpirl.weakform.assembly import assemble_normal_equations, axis_tables, hat_matrix, time_pairs
+from fpirl.weakform.assembly import TIME_ORDER, assemble_normal_equations, axis_tables, hat_matrix, time_pairs
+from fpirl.core._errors import FpirlInputError
 from fpirl.core.grid import Axis
 from fpirl.core.hermite import HermiteAxis, HermiteSpace
 from fpirl.weakform._reference import reference_normal_equations
@@ -85,7 +86,7 @@ CASES = [
 
 @pytest.mark.parametrize("boundary", ["periodic", "reflecting"])
 @pytest.mark.parametrize("d, elements, hermite_elements", CASES)
-@pytest.mark.parametrize("scheme", ["midpoint", "explicit"])
+@pytest.mark.parametrize("scheme", ["midpoint", "explicit", "simpson"])
 def test_fast_assembly_equals_dense_reference(rng, boundary, d, elements, hermite_elements, scheme):
     g = Grid([-1.0] * d, [1.0] * d, elements, boundary=boundary)
     s = DensitySnapshots(g, np.arange(4) * 0.1, rng.random((4,) + g.shape))
@@ -114,6 +115,34 @@ def test_time_pairs():
     np.testing.assert_allclose(pbar[:, 0], [0.5, 2.5, 6.5])
     np.testing.assert_allclose(pdot[:, 0], [2, 6, 10])
     np.testing.assert_allclose(time_pairs(v, 0.5, "explicit")[0][:, 0], [0, 1, 4])
+    pbar, pdot = time_pairs(v, 0.5, "simpson")  # windows [t_k, t_{k+2}]
+    np.testing.assert_allclose(pbar[:, 0], [8 / 6, 26 / 6])
+    np.testing.assert_allclose(pdot[:, 0], [4, 8])
+    with pytest.raises(FpirlInputError, match="at least 3 snapshots"):
+        time_pairs(v[:2], 0.5, "simpson")
+
+
+@pytest.mark.parametrize("scheme", sorted(TIME_ORDER))
+def test_time_scheme_exactness_and_order(scheme):
+    """A row integrates ``dot p = f`` over its window: exact for polynomials ``p`` of degree ``TIME_ORDER``
+    (``f`` of degree one less), and the row error of ``p = exp(-t)`` falls as ``dt^TIME_ORDER`` (log-log slope)."""
+    order = TIME_ORDER[scheme]
+    t = 0.3 + 0.25 * np.arange(7)
+    for deg in range(order + 1):  # p = t^deg, f = deg t^(deg - 1)
+        p = t[:, None] ** deg
+        f = deg * t[:, None] ** max(deg - 1, 0) if deg else 0 * t[:, None]
+        np.testing.assert_allclose(time_pairs(p, 0.25, scheme)[1], time_pairs(f, 0.25, scheme)[0], atol=1e-12)
+    p = t[:, None] ** (order + 1)
+    f = (order + 1) * t[:, None] ** order
+    assert np.abs(time_pairs(p, 0.25, scheme)[1] - time_pairs(f, 0.25, scheme)[0]).max() > 1e-6
+    steps = 0.2 / 2.0 ** np.arange(5)
+    err = []
+    for dt in steps:
+        tt = dt * np.arange(3)[:, None]
+        pdot, pbar = time_pairs(np.exp(-tt), dt, scheme)[1], time_pairs(-np.exp(-tt), dt, scheme)[0]
+        err.append(abs(pdot[0, 0] - pbar[0, 0]))  # the first row's local error, relative to |p| ~ 1
+    slope = np.polyfit(np.log(steps), np.log(err), 1)[0]
+    assert abs(slope - order) < 0.15, slope
 
 
 def _kron_contraction(S, vtables):

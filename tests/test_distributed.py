@@ -46,12 +46,18 @@ def test_snapshot_chunks_count_every_pair_once():
     assert pairs == list(range(100))
     with pytest.raises(FpirlInputError):
         snapshot_chunks(10, 1)
+    rows = [k for a, b in snapshot_chunks(101, 7, overlap=2) for k in range(a, b - 2)]  # Simpson: windows of 3
+    assert rows == list(range(99))
+    with pytest.raises(FpirlInputError):
+        snapshot_chunks(10, 2, overlap=2)
 
 
 def test_chunked_assembly_equals_one_piece(snapshots):
     s = snapshots.normalized()
     h = HermiteSpace.on_grid(s.grid, 3)
     _same(accumulate_normal_equations(s, h, chunk=5), assemble_normal_equations(s, h))
+    _same(accumulate_normal_equations(s, h, chunk=5, time_scheme="simpson"),
+          assemble_normal_equations(s, h, time_scheme="simpson"))
 
 
 def test_streamed_netcdf_equals_in_memory(snapshots, tmp_path):

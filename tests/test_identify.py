@@ -11,6 +11,8 @@ from fpirl.evaluation.metrics import log_log_slope
 
 from fpirl.problems.synthetic import Problem
 
+from _simdensity import coarse_step_walled
+
 
 def observed_order(Ns, errors):
     return -log_log_slope(Ns, errors)
@@ -75,6 +77,28 @@ def test_midpoint_scheme_beats_explicit(problem2d):
     mid = problem2d.errors(PotentialEstimator(hermite_elements=3, beta=4.0).fit(s))[0]
     exp = problem2d.errors(PotentialEstimator(hermite_elements=3, beta=4.0, time_scheme="explicit").fit(s))[0]
     assert mid < exp
+
+
+def test_simpson_scheme_beats_midpoint_at_coarse_snapshot_spacing():
+    """Simpson's rows (order 4 in dt) against the midpoint rule's (order 2) where the time step dominates:
+    measured beta +10.6% -> +5.4%, psi 11.0% -> 6.1% (the rest is the Hermite and FE error)."""
+    s, true = coarse_step_walled()
+    x = s.grid.mesh().reshape(-1, 2)
+    errors = {}
+    for scheme in ("midpoint", "simpson"):
+        est = PotentialEstimator(hermite_elements=4, estimate_beta=True, time_scheme=scheme).fit(s)
+        p = est.potential(x).reshape(true.shape)
+        errors[scheme] = (abs(est.beta_ - 1.0), np.linalg.norm(p - p.mean() - true) / np.linalg.norm(true))
+        assert est.settings_["time_scheme"] == scheme
+    assert errors["simpson"][0] < 0.6 * errors["midpoint"][0] and errors["midpoint"][0] > 0.08, errors
+    assert errors["simpson"][1] < 0.7 * errors["midpoint"][1], errors
+
+
+def test_simpson_needs_three_snapshots(problem2d):
+    s = problem2d.snapshots(8)
+    two = DensitySnapshots(s.grid, s.times[:2], s.values[:2])
+    with pytest.raises(FpirlInputError, match="at least 3 snapshots"):
+        PotentialEstimator(hermite_elements=2, beta=4.0, time_scheme="simpson").fit(two)
 
 
 def test_default_ridge_is_in_the_plateau(problem2d):

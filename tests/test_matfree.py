@@ -26,13 +26,14 @@ def smooth_data(rng, d, elements, boundary, n_t=5):
     return DensitySnapshots(g, np.arange(n_t) * 0.1, vals)
 
 
-@pytest.mark.parametrize("compress", [1e-13, None])
+@pytest.mark.parametrize("compress, scheme", [(1e-13, "midpoint"), (None, "midpoint"), (None, "simpson")])
 @pytest.mark.parametrize("d, elements, hermite_elements, boundary", CASES)
-def test_operator_equals_assembled_matrix(rng, d, elements, hermite_elements, boundary, compress):
+def test_operator_equals_assembled_matrix(rng, d, elements, hermite_elements, boundary, compress, scheme):
     s = smooth_data(rng, d, elements, boundary)
     H = HermiteSpace.on_grid(s.grid, hermite_elements)
-    ne = assemble_normal_equations(s, H)
-    op = NormalOperator(s, H, chunk_bytes=1, compress=compress)  # one time pair per chunk: streaming
+    ne = assemble_normal_equations(s, H, time_scheme=scheme)
+    # one residual row per chunk: streaming (Simpson's chunks share two snapshots)
+    op = NormalOperator(s, H, chunk_bytes=1, compress=compress, time_scheme=scheme)
     assert op.chunk == 1 and (op.n_modes is None) == (compress is None)
     C = rng.standard_normal((3, H.n_coef))
     AC = np.stack([op.matvec(c) for c in C])

@@ -20,14 +20,15 @@ def _raw(grid, times, values):
     return s
 
 
-@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit"), ("reflecting", "midpoint")])
+@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit"), ("reflecting", "midpoint"),
+                                              ("periodic", "simpson"), ("reflecting", "simpson")])
 def test_expected_noise_terms_match_monte_carlo(rng, boundary, scheme):
     """Oracle: the mean of the normal equations assembled on pure noise draws (independent code path)."""
     g = Grid([-1, -1], [1, 1], (5, 4), boundary=boundary)
     h = HermiteSpace.on_grid(g, (2, 2))
     n_t, dt = 5, 0.1
     v = rng.uniform(0.5, 2.0, (n_t,) + g.shape)  # any variance per snapshot and node
-    exp = expected_noise_terms(NoiseVariance(v.sum(0), v[0], v[-1]), dt, build_tables(g, h), scheme)
+    exp = expected_noise_terms(NoiseVariance(v.sum(0), v[0], v[-1], v[1], v[-2]), dt, build_tables(g, h), scheme)
     draws = {k: [] for k in exp}
     for _ in range(150):
         ne = assemble_normal_equations(_raw(g, dt * np.arange(n_t), np.sqrt(v) * rng.standard_normal(v.shape)), h,

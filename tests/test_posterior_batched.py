@@ -15,7 +15,7 @@ from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
 from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
 
 
-def _case(boundary, noisy, estimate_beta, n_times=9):
+def _case(boundary, noisy, estimate_beta, n_times=9, scheme="midpoint"):
     grid = Grid([-1, -1], [1, 1], (10, 12), boundary=boundary)
     x = grid.mesh()
     t = 0.02 * np.arange(n_times)
@@ -24,15 +24,19 @@ def _case(boundary, noisy, estimate_beta, n_times=9):
     if noisy:
         v = v * (1 + 0.05 * np.random.default_rng(0).standard_normal(v.shape))
     s = DensitySnapshots(grid, t, v)
-    est = PotentialEstimator(hermite_elements=3, **({"estimate_beta": True} if estimate_beta else {"beta": 2.0})).fit(s)
+    est = PotentialEstimator(hermite_elements=3, time_scheme=scheme,
+                             **({"estimate_beta": True} if estimate_beta else {"beta": 2.0})).fit(s)
     src = StreamingSnapshots.from_snapshots(s).normalize()
-    op = NormalOperator(src, est.hermite_, compress=None, chunk_bytes=8 * grid.size * 6 * 3)  # chunks of 3 pairs
-    return est, _Residuals(op, est.coef_.ravel(), 1 / est.beta_, src.dt, "midpoint")
+    op = NormalOperator(src, est.hermite_, compress=None, chunk_bytes=8 * grid.size * 6 * 3,  # chunks of 3 rows
+                        time_scheme=scheme)
+    return est, _Residuals(op, est.coef_.ravel(), 1 / est.beta_, src.dt, scheme)
 
 
-@pytest.mark.parametrize("boundary, noisy, estimate_beta", [("periodic", False, True), ("reflecting", True, False)])
-def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_beta, monkeypatch):
-    est, res = _case(boundary, noisy, estimate_beta)
+@pytest.mark.parametrize("boundary, noisy, estimate_beta, scheme", [("periodic", False, True, "midpoint"),
+                                                                   ("reflecting", True, False, "midpoint"),
+                                                                   ("reflecting", True, True, "simpson")])
+def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_beta, scheme, monkeypatch):
+    est, res = _case(boundary, noisy, estimate_beta, scheme=scheme)
     monkeypatch.setattr(_batched, "REDUCED_NOISE", False)  # every normal number drawn, as by the per-draw code
     # exact data: the data and residual are compressed in time; noisy data: all pairs are kept
     assert BatchedDraws(res, estimate_beta).compressed == (not noisy)

@@ -41,14 +41,14 @@ def _case(boundary, scheme, rng):
     est = PotentialEstimator(hermite_elements=2, estimate_beta=True, time_scheme=scheme).fit(s)
     src = StreamingSnapshots.from_snapshots(s).normalize()
     op = NormalOperator(src, est.hermite_, compress=None, time_scheme=scheme,
-                        chunk_bytes=8 * grid.size * 6 * 2)  # chunks of 2 pairs: the carried snapshot
+                        chunk_bytes=8 * grid.size * 6 * 2)  # chunks of 2 rows: the carried snapshot(s)
     res = _Residuals(op, est.coef_.ravel(), 1 / est.beta_, src.dt, scheme)
     return res, ExpectedResidual(res).pfull
 
 
 @pytest.mark.parametrize("boundary, scheme, model, normalize", [
     ("periodic", "midpoint", "multiplicative", True), ("reflecting", "explicit", "additive", True),
-    ("reflecting", "midpoint", "multiplicative", False)])
+    ("reflecting", "midpoint", "multiplicative", False), ("periodic", "simpson", "multiplicative", True)])
 def test_exact_moments_equal_the_brute_force_expectation(boundary, scheme, model, normalize, rng):
     res, pfull = _case(boundary, scheme, rng)
     size = pfull.size

@@ -41,7 +41,7 @@ from .core.validation import numeric_times
 from .io._files import check_readable, load_or_error
 from .io._zarr import is_zarr, open_zarr
 from .io.netcdf import density_from_dataset
-from .weakform.assembly import NormalEquations, assemble_normal_equations
+from .weakform.assembly import NormalEquations, assemble_normal_equations, time_overlap
 from .weakform.increment_system import assemble_increments, candidate_space
 
 #: Snapshots per chunk of the density map-reduce (the chunks overlap by one snapshot).
@@ -140,12 +140,13 @@ def add_normal_equations(a, b):
                            a.n_rows + b.n_rows)
 
 
-def snapshot_chunks(n_times: int, chunk: int = DEFAULT_SNAPSHOT_CHUNK) -> list[tuple[int, int]]:
-    """``(start, stop)`` snapshot ranges of at most ``chunk`` snapshots sharing their boundary snapshot."""
-    if int(chunk) != chunk or chunk < 2:
-        raise FpirlInputError(f"chunk must be an integer >= 2 snapshots, got {chunk!r}")
-    step = int(chunk) - 1
-    return [(s, min(s + step + 1, n_times)) for s in range(0, n_times - 1, step)]
+def snapshot_chunks(n_times: int, chunk: int = DEFAULT_SNAPSHOT_CHUNK, overlap: int = 1) -> list[tuple[int, int]]:
+    """``(start, stop)`` snapshot ranges of at most ``chunk`` snapshots, consecutive ranges sharing ``overlap``
+    boundary snapshots (:func:`fpirl.weakform.assembly.time_overlap` of the time scheme: every residual row once)."""
+    if int(chunk) != chunk or chunk < overlap + 1:
+        raise FpirlInputError(f"chunk must be an integer >= {overlap + 1} snapshots, got {chunk!r}")
+    step = int(chunk) - overlap
+    return [(s, min(s + chunk, n_times)) for s in range(0, n_times - overlap, step)]
 
 
 def _assemble_values(values, times, grid, elements, time_scheme, quadrature_points, normalize):
@@ -168,7 +169,7 @@ def accumulate_normal_equations(snapshots, hermite, *, scheduler=None, chunk: in
 
     Equal to the one-piece assembly up to rounding (the sums are regrouped).
     """
-    spans = snapshot_chunks(snapshots.n_times, chunk)
+    spans = snapshot_chunks(snapshots.n_times, chunk, time_overlap(time_scheme))
     opts = (tuple(hermite.elements), time_scheme, quadrature_points, normalize)
     return run_tasks(_chunk_task, spans, scheduler=scheduler, n_jobs=n_jobs, progress=progress,
                      desc="assemble chunks", shared=(snapshots.values, snapshots.times, snapshots.grid, opts),
@@ -217,7 +218,7 @@ def stream_normal_equations(path, hermite_elements, *, scheduler=None, chunk: in
     """
     head, n = stream_header(path)
     opts = (tuple(np.broadcast_to(hermite_elements, (head.grid.ndim,))), time_scheme, quadrature_points, normalize)
-    total = run_tasks(_stream_task, snapshot_chunks(n, chunk), scheduler=scheduler, n_jobs=n_jobs,
+    total = run_tasks(_stream_task, snapshot_chunks(n, chunk, time_overlap(time_scheme)), scheduler=scheduler, n_jobs=n_jobs,
                       progress=progress, desc="stream chunks", shared=(str(path), opts), reduce=add_normal_equations)
     return total, head
 

@@ -82,9 +82,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="inverse Bellman convention of the reward: 'soft' (default; R = Q - gamma E[V(s')] with the "
                    "soft value V = log int exp(beta Q) da / beta, whose soft-optimal policy is the fitted one) or "
                    "'expected' (the paper's equation, V = int pi Q da)")
-    p.add_argument("--time-scheme", choices=("midpoint", "explicit"), default=None,
+    p.add_argument("--time-scheme", choices=("midpoint", "explicit", "simpson"), default=None,
                    help="time discretisation of the weak-form residual (density data and --estimator density; "
-                   "default midpoint)")
+                   "default midpoint, order 2 in dt; simpson: order 4, for coarse snapshot spacing)")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
                    help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
     p.add_argument("--solver", choices=("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux",

@@ -33,7 +33,8 @@ from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
 from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
-from ..weakform.assembly import DataMoments, NormalEquations, assemble_normal_equations, reusable_moments
+from ..weakform.assembly import (DataMoments, NormalEquations, TIME_SCHEMES, assemble_normal_equations,  # noqa: F401
+                                 reusable_moments)
 from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
 from ._beta_noise import (beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_leaves_beta_open,
                           noise_share, warn_left_open)
@@ -46,7 +47,6 @@ from ._solvers import (  # noqa: F401  (public names of this module)
     ASSEMBLED_MEMORY_LIMIT, BAND_MEMORY_LIMIT, CG_TOL, FLUX_SOLVERS, MATRIX_FREE, SOLVERS, assembled_bytes, band_bytes,
 )
 
-TIME_SCHEMES = ("midpoint", "explicit")
 
 
 class PotentialEstimator(FittedPotentialMixin):
@@ -65,8 +65,10 @@ class PotentialEstimator(FittedPotentialMixin):
         ``'gcv'`` to choose it by generalized cross-validation (:func:`gcv_ridge`; one
         generalized eigendecomposition of the normal matrix, ~15 s at 4,096 coefficients):
         advisable for noisy data or grids with fewer nodes than coefficients.
-    time_scheme : {'midpoint', 'explicit'}
-        Midpoint (second order in dt, default) or the paper's literal explicit form.
+    time_scheme : {'midpoint', 'explicit', 'simpson'}
+        Midpoint (second order in dt, default), the paper's literal explicit form, or Simpson's rule over two
+        steps (fourth order; for coarse snapshot spacing, where the midpoint rule biases beta and psi;
+        :func:`fpirl.weakform.assembly.time_pairs`).
     quadrature_points : int
         Gauss-Legendre points per cell and axis; 3 is exact.
     normalize : bool
@@ -236,6 +238,8 @@ class PotentialEstimator(FittedPotentialMixin):
             raise FpirlInputError("fit expects DensitySnapshots (or StreamingSnapshots)")
         grid = snapshots.grid
         params = self._check_params(grid)
+        if self.time_scheme == "simpson" and snapshots.n_times < 3 and normal_equations is None:
+            raise FpirlInputError(f"time_scheme 'simpson' needs at least 3 snapshots, got {snapshots.n_times}")
         ridge = params["ridge"]
         hermite = HermiteSpace.on_grid(grid, params["elements"])
         if grid.size < hermite.n_coef:

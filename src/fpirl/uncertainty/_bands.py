@@ -94,7 +94,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_basis``
     (1 when the Hermite basis-error column is included), ``uncertainty_samples``, ``uncertainty_replicates``
     (parametric bootstrap) and, with beta estimated, ``beta_lower`` and
-    ``beta_upper`` (5%/95%), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
+    ``beta_upper`` (5%/95%), ``uncertainty_time_step`` (1 when the time-step column is included) and ``beta_simpson``
+    (beta refitted with Simpson's rows), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
     (that correction in noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
@@ -132,6 +133,9 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
             out["beta_corrected"] = post.beta_corrected
         if post.beta_correction_z is not None:
             out["beta_correction_z"] = post.beta_correction_z
+        out["uncertainty_time_step"] = int(post.time_step is not None)
+        if post.beta_simpson is not None:
+            out["beta_simpson"] = post.beta_simpson
     return out
 
 

@@ -92,9 +92,10 @@ class BatchedDraws:
             pbar.append(pb)
             c.append(cc)
             rhat.append(rh)
-        # the fitted snapshots once (blocks overlap by one snapshot) and the generator's draw sizes per block
-        self.counts = [b.shape[0] - (i > 0) for i, b in enumerate(blocks)]
-        self.pfull = np.concatenate([b if i == 0 else b[1:] for i, b in enumerate(blocks)])
+        # the fitted snapshots once (blocks overlap by op.overlap snapshots) and the generator's draw sizes per block
+        ov = self.overlap = op.overlap
+        self.counts = [b.shape[0] - ov * (i > 0) for i, b in enumerate(blocks)]
+        self.pfull = np.concatenate([b if i == 0 else b[ov:] for i, b in enumerate(blocks)])
         del blocks
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
@@ -106,9 +107,9 @@ class BatchedDraws:
             tabs = op.tables
             self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
                              for a in range(self.d))
-        # every noise field the batched contractions need is a fixed combination of the K + 1 snapshots'
+        # every noise field the batched contractions need is a fixed combination of the K + overlap snapshots'
         # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
-        self.Tb, self.Td = time_pairs(np.eye(self.K + 1), op.source.dt, res.scheme)
+        self.Tb, self.Td = time_pairs(np.eye(self.K + ov), op.source.dt, res.scheme)
         self._buffers = {}
         self._set_modes(self.spectra[0][1], self.spectra[1][1])
 
@@ -128,7 +129,7 @@ class BatchedDraws:
         pbar, c, rhat = self._fields
         for name in ("crc", "_many", "_small"):
             self.__dict__.pop(name, None)
-        self.compressed = 2 * V.shape[1] < self.K + 1
+        self.compressed = 2 * V.shape[1] < self.K + self.overlap
         # not compressed (the noise is drawn per snapshot) but fewer modes than pairs: the residuals of
         # a draw projected on the modes, r_m = sum_k V_km r_k (fewer modes in the many-mode bands)
         self.Vp = V if not self.compressed and V.shape[1] < self.K else None
@@ -154,7 +155,7 @@ class BatchedDraws:
             self.mix = np.vstack([self.V.T @ Tb, self.V.T @ Td, eb])  # (2M + M_r, K + 1)
             self.ce = None if self.crhat is None else np.tensordot(Tb, self.crhat, axes=(0, 0))  # e . ce = ebar . C r_hat
         self.reduced = None
-        if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + 1 and self.Wr is not None:
+        if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + self.overlap and self.Wr is not None:
             # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
             self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
         n = int(np.prod(self.shape))
@@ -217,7 +218,7 @@ class BatchedDraws:
         dt, scheme = float(self.op.source.dt), self.res.scheme
 
         def part(sl):
-            eb, ed = time_pairs(e[sl.start:sl.stop + 1].astype(BAND_DTYPE), dt, scheme)
+            eb, ed = time_pairs(e[sl.start:sl.stop + self.overlap].astype(BAND_DTYPE), dt, scheme)
             return self._residual_one(eb, ed), eb
 
         return self._split(self.K, part)
@@ -388,7 +389,7 @@ class BatchedDraws:
         M = self.M
         if self.mix is not None and mixed is None:  # each draw mixed as it comes, then the residual of its M modes
             for s, e in enumerate(noises):
-                y = (self.mix @ e.reshape(self.K + 1, -1)).reshape((-1,) + self.shape)  # (2M + M_r, *grid)
+                y = (self.mix @ e.reshape(self.K + self.overlap, -1)).reshape((-1,) + self.shape)  # (2M + M_r, *grid)
                 ebar[s] = y[2 * M:]
                 rho[s] = self._residual(y[:M], y[M:2 * M])
                 if self.estimated:

@@ -96,8 +96,9 @@ class ExpectedResidual:
 
     def __init__(self, res, pfull: np.ndarray | None = None):
         self.res, self.op = res, res.op
-        if pfull is None:  # the blocks of the fitted data overlap by one snapshot
-            pfull = np.concatenate([b if i == 0 else b[1:] for i, (b, *_) in enumerate(res.fitted())])
+        if pfull is None:  # the blocks of the fitted data overlap by op.overlap snapshots
+            ov = res.op.overlap
+            pfull = np.concatenate([b if i == 0 else b[ov:] for i, (b, *_) in enumerate(res.fitted())])
         self.pfull = pfull
         op = self.op
         self.d, self.shape, self.periodic = op.d, op.shape, op.grid.periodic

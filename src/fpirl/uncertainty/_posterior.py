@@ -74,6 +74,12 @@ class CoefficientPosterior:
     replicates : int, optional
         Parametric bootstrap: the tables simulated and refitted, all stages
         (:func:`fpirl.uncertainty._parametric.parametric_bootstrap`).
+    time_step : ndarray (n_coef + 1,), optional
+        beta estimated from in-memory snapshots (assembled midpoint or explicit fit): the time-step error of
+        ``gamma``, the fit minus its refit with Simpson's rows (:mod:`fpirl.uncertainty._time_step`; zero psi
+        entries), the last column of ``factor``.
+    beta_simpson : float, optional
+        beta of that refit.
     """
 
     hermite: HermiteSpace
@@ -94,6 +100,8 @@ class CoefficientPosterior:
     beta_correction_z: float | None = None
     beta_bounds: tuple | None = None
     replicates: int | None = None
+    time_step: np.ndarray | None = None
+    beta_simpson: float | None = None
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:

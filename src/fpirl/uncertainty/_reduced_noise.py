@@ -204,15 +204,16 @@ class ReducedNoise:
         return self._from_normals(xt, eta).reshape((n_draws, self.L) + self.grid_shape)
 
 
-def _noise(block, carry, model, normalize, grid, rng):
-    """Unit-scale noise of the snapshots of ``block`` (the first one is ``carry`` when given)."""
-    z = rng.standard_normal((block.shape[0] - (carry is not None),) + block.shape[1:])
+def _noise(block, carry, model, normalize, grid, rng, overlap: int = 1):
+    """Unit-scale noise of the snapshots of ``block`` (its first ``overlap`` ones are ``carry`` when given), and the
+    normals of its last ``overlap`` snapshots (the next block's ``carry``)."""
+    z = rng.standard_normal((block.shape[0] - (0 if carry is None else carry.shape[0]),) + block.shape[1:])
     if carry is not None:
-        z = np.concatenate([carry[None], z])
+        z = np.concatenate([carry, z])
     e = z * block if model == "multiplicative" else z.copy()
     if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
         e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
-    return e, z[-1]
+    return e, z[-overlap:]
 
 
 class PrefetchedNoise:

@@ -175,7 +175,7 @@ class _Residuals:
             return
         if self._cache is not None:
             self._cache = []
-        for block in self.op.source.pair_chunks(self.op.chunk):
+        for block in self.op.source.pair_chunks(self.op.chunk, self.op.overlap):
             item = (block,) + self.apply(block)
             if self._cache is not None:
                 self._cache.append(item)
@@ -197,7 +197,7 @@ def _draw(res, model, normalize, rng, need_bands=True):
     energy = np.zeros(op.shape)
     carry = None
     for block, pbar, c, rhat in res.fitted():
-        e, carry = _noise(block, carry, model, normalize, op.grid, rng)
+        e, carry = _noise(block, carry, model, normalize, op.grid, rng, op.overlap)
         ebar, ce, re = res.apply(e)
         rr += float(np.vdot(re, re))
         energy += np.sum(re * re, axis=0)

@@ -62,6 +62,7 @@ from ._bootstrap import DEFAULT_REPLICATES, bootstrap_tracks
 from ._parametric import DEFAULT_PARAMETRIC, MAX_SUBSTEPS, SUBSTEP_STIFFNESS, frame_stiffness, parametric_bootstrap
 from ..estimators.track_density import TrackDensityEstimator
 from ._snapshot_noise import matrix_free_posterior_seconds, snapshot_posterior
+from ._time_step import add_time_step_error
 
 #: Coefficient draws for the policy/reward bands (each draw is one MDP recovery).
 DEFAULT_SAMPLES = 64
@@ -186,7 +187,8 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
     snapshot-noise model (:func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`, seeded by ``rng``; any
     solver), else the row model (:func:`density_posterior`; assembled fits only). With beta estimated
     and in-memory snapshots, beta is also refitted at a coarser Hermite resolution and its interval
-    widened by the basis error (:func:`beta_at_coarser_resolution`).
+    widened by the basis error (:func:`beta_at_coarser_resolution`), and refitted with Simpson's rows to add
+    the midpoint rule's time-step error (:func:`fpirl.uncertainty._time_step.add_time_step_error`).
     """
     if getattr(est, "system_", None) is not None:
         return increments_posterior(est)
@@ -194,6 +196,9 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
                                                                                progress=progress)
     if isinstance(snapshots, DensitySnapshots):
         add_basis_error(post, est, snapshots)
+        inner = _inner(est)
+        if inner is not None:
+            add_time_step_error(post, inner, snapshots)
     return post
 
 

@@ -138,10 +138,11 @@ class StreamingSnapshots:
         out._normalized = True
         return out
 
-    def pair_chunks(self, chunk: int) -> Iterator[np.ndarray]:
-        """Consecutive overlapping blocks of ``chunk + 1`` snapshots (``chunk`` time pairs each)."""
-        for start in range(0, self.n_times - 1, chunk):
-            yield self.read(start, min(start + chunk + 1, self.n_times))
+    def pair_chunks(self, chunk: int, overlap: int = 1) -> Iterator[np.ndarray]:
+        """Consecutive blocks of ``chunk + overlap`` snapshots (``chunk`` residual rows each), sharing ``overlap``
+        snapshots (:func:`fpirl.weakform.assembly.time_overlap` of the time scheme)."""
+        for start in range(0, self.n_times - overlap, chunk):
+            yield self.read(start, min(start + chunk + overlap, self.n_times))
 
 
 def _reason(exc: BaseException) -> str:

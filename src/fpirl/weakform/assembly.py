@@ -8,8 +8,9 @@ fokker_planck_residual_1 for the hat test function ``w_j`` is
         + \sum_i \theta_i \underbrace{\int \bar p_k \nabla\phi_i\cdot\nabla w_j}_{\Xi_{k,ji}}
         + \beta^{-1} \underbrace{\int \nabla \bar p_k \cdot \nabla w_j}_{c_{kj}},
 
-with ``dot p_k = (p_{k+1} - p_k)/dt`` and ``bar p_k = (p_k + p_{k+1})/2`` (midpoint, default) or
-``bar p_k = p_k`` (explicit, the paper's literal form). The least-squares problem
+with ``dot p_k = (p_{k+1} - p_k)/dt`` and ``bar p_k = (p_k + p_{k+1})/2`` (midpoint, default),
+``bar p_k = p_k`` (explicit, the paper's literal form) or, over two steps, ``dot p_k = (p_{k+2} - p_k)/(2 dt)``
+and ``bar p_k = (p_k + 4 p_{k+1} + p_{k+2})/6`` (Simpson, :func:`time_pairs`). The least-squares problem
 eq. vsi_regression needs ``A = sum_k Xi_k^T Xi_k``, ``sum_k Xi_k^T g_k``, ``sum_k Xi_k^T c_k`` and
 a few scalars.
 
@@ -161,14 +162,43 @@ class NormalEquations:
     n_rows: int
 
 
+#: Time discretisations of the residual rows (:func:`time_pairs`).
+TIME_SCHEMES = ("midpoint", "explicit", "simpson")
+#: Order in ``dt`` of each scheme's row error (tests/test_assembly.py checks it).
+TIME_ORDER = {"explicit": 1, "midpoint": 2, "simpson": 4}
+
+
+def time_overlap(time_scheme: str) -> int:
+    """Snapshots a residual row reaches beyond its first: 1 (midpoint, explicit) or 2 (Simpson). Chunks of
+    snapshots that share this many boundary snapshots give every row exactly once."""
+    return 2 if time_scheme == "simpson" else 1
+
+
 def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(bar p_k, dot p_k)`` for ``k = 0..K-2`` (midpoint or explicit scheme)."""
+    r"""``(bar p_k, dot p_k)``, the residual rows' time discretisation of eq. fokker_planck_residual_1.
+
+    The row ``k`` integrates ``dot p = F(p)`` (``F`` linear) over its window and divides by the window's length:
+
+    * ``'midpoint'`` (trapezoidal rule over ``[t_k, t_{k+1}]``, order 2 in ``dt``): ``dot p_k = (p_{k+1} - p_k)/dt``,
+      ``bar p_k = (p_k + p_{k+1})/2``, ``k = 0..K-2``;
+    * ``'explicit'`` (order 1, the paper's literal form): the same ``dot p_k``, ``bar p_k = p_k``;
+    * ``'simpson'`` (Simpson's rule over ``[t_k, t_{k+2}]``, order 4): ``dot p_k = (p_{k+2} - p_k)/(2 dt)``,
+      ``bar p_k = (p_k + 4 p_{k+1} + p_{k+2})/6``, ``k = 0..K-3`` (overlapping windows; at least 3 snapshots).
+
+    A mode ``exp(-lambda t)`` of the data leaves the relative row error ``(lambda dt)^2 / 12`` (midpoint) and
+    ``(lambda dt)^4 / 180`` (Simpson): coarse snapshot spacing biases beta and psi under the midpoint rule
+    (docs/benchmarks.md, "Time step").
+    """
     if time_scheme == "midpoint":
         pbar = 0.5 * (values[1:] + values[:-1])
     elif time_scheme == "explicit":
         pbar = values[:-1]
+    elif time_scheme == "simpson":
+        if values.shape[0] < 3:
+            raise FpirlInputError(f"time_scheme 'simpson' needs at least 3 snapshots, got {values.shape[0]}")
+        return (values[:-2] + 4.0 * values[1:-1] + values[2:]) / 6.0, (values[2:] - values[:-2]) / (2.0 * dt)
     else:
-        raise FpirlInputError(f"time_scheme must be 'midpoint' or 'explicit', got {time_scheme!r}")
+        raise FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {time_scheme!r}")
     return pbar, (values[1:] - values[:-1]) / dt
 
 

@@ -47,7 +47,7 @@ import scipy.sparse
 from ..core._tensor import apply_along_axis
 from ..core._threads import one_blas_thread
 from ._krylov import Marginals
-from .assembly import NormalEquations, _threaded, build_tables, time_pairs
+from .assembly import NormalEquations, _threaded, build_tables, time_overlap, time_pairs
 from ..core.density import DensitySnapshots
 from ._streaming import StreamingSnapshots
 
@@ -132,7 +132,7 @@ class NormalOperator:
     ----------
     source : StreamingSnapshots or DensitySnapshots
     hermite : HermiteSpace
-    time_scheme : {'midpoint', 'explicit'}
+    time_scheme : {'midpoint', 'explicit', 'simpson'}
     quadrature_points : int
     chunk_bytes : int
         Memory for one chunk of snapshots in a pass over the data.
@@ -156,7 +156,7 @@ class NormalOperator:
         self.grid = source.grid
         self.hermite = hermite
         self.time_scheme = time_scheme
-        time_pairs(np.zeros((2, 1)), 1.0, time_scheme)  # validates the scheme
+        time_pairs(np.zeros((3, 1)), 1.0, time_scheme)  # validates the scheme
         self.tables = build_tables(self.grid, hermite, quadrature_points)
         self.d = self.grid.ndim
         self.shape = self.grid.shape
@@ -165,7 +165,8 @@ class NormalOperator:
                    for tb in self.tables]
         self._shifts = list(itertools.product(range(3), repeat=self.d))
         per_snapshot = 8 * self.grid.size * 6  # block, pbar, padded copy, r, temporary
-        self.chunk = int(max(1, min(source.n_times - 1, chunk_bytes // per_snapshot)))
+        self.overlap = time_overlap(time_scheme)
+        self.chunk = int(max(1, min(source.n_times - self.overlap, chunk_bytes // per_snapshot)))
         self.n_matvec = 0
         self._modes, self.n_modes = None, None
         self._pod = None if compress is None else _IncrementalPOD(self.grid.size, compress)
@@ -235,7 +236,7 @@ class NormalOperator:
             yield idx, padded[tuple(slice(i, i + n) for i, n in zip(idx, self.shape))]
 
     def _pbar_chunks(self):
-        for block in self.source.pair_chunks(self.chunk):
+        for block in self.source.pair_chunks(self.chunk, self.overlap):
             yield block, time_pairs(block, self.source.dt, self.time_scheme)
 
     # --- products ---------------------------------------------------------------------------

@@ -24,7 +24,9 @@ in the snapshots and the noise is independent of the signal, ``E[S(p + e)] = S(p
 the steps, ``bar w = sum_k Var(bar e_k)``, ``dot w = sum_k Cov(dot e_k, bar e_k)`` and
 ``ddot w = sum_k Var(dot e_k)`` per node (midpoint: ``bar w = (V - (v_0 + v_last)/2)/2``,
 ``dot w = (v_last - v_0)/(2 dt)``, ``ddot w = (2 V - v_0 - v_last)/dt^2`` with
-``V = sum_k v_k``; explicit: ``bar w = V - v_last``, ``dot w = -bar w / dt``). The potential block
+``V = sum_k v_k``; explicit: ``bar w = V - v_last``, ``dot w = -bar w / dt``; Simpson:
+``bar w = (18 V - 17 (v_0 + v_last) - v_1 - v_{last-1}) / 36``, ``dot w = (v_last + v_{last-1} - v_0 - v_1) / (12 dt)``,
+``ddot w = (2 V - v_0 - v_1 - v_{last-1} - v_last) / (4 dt^2)``). The potential block
 ``X^T X`` is left as it is (its noise term is ~0.15% of it at 5% noise and does not involve gamma),
 so the matrix-free and assembled paths apply the same correction.
 
@@ -76,11 +78,14 @@ class NoiseVariance:
     ----------
     total : ndarray, grid shape   ``V = sum_k v_k``
     first, last : ndarray          ``v_0`` and ``v_{K-1}``
+    second, penultimate : ndarray  ``v_1`` and ``v_{K-2}`` (the Simpson rule's end weights; None: ``first``, ``last``)
     """
 
     total: np.ndarray
     first: np.ndarray
     last: np.ndarray
+    second: np.ndarray | None = None
+    penultimate: np.ndarray | None = None
 
 
 def snapshot_noise_variance(source) -> NoiseVariance | None:
@@ -108,23 +113,25 @@ def snapshot_noise_variance(source) -> NoiseVariance | None:
     counts = np.minimum(k, n_w - 1) - np.maximum(0, k - q + 1) + 1
     weight = np.array([np.sum(1.0 / counts[j:j + q]) for j in range(n_w)])  # sum_k v_k = sum_j weight_j d_j^2
     values = None if hasattr(source, "read") else source.values  # streamed: read() applies the normalisation
-    sums = {}  # per spatial filter: [total, first, last]
+    ends = sorted({0, 1, n_w - 2, n_w - 1} & set(range(n_w)))  # the windows holding snapshots 0, 1, K-2, K-1
+    sums = {}  # per spatial filter: [total, {window: d_j^2} at the ends]
     for j0 in range(0, n_w, _CHUNK):
         j1 = min(j0 + _CHUNK, n_w)
         block = values[j0:j1 + q - 1] if values is not None else source.read(j0, j1 + q - 1)
         dt3 = sum(a * block[i:i + j1 - j0] for i, a in enumerate(DIFFERENCE_FILTER))
         for key, filt in ((4, SPACE_FILTER), (2, SPACE_FILTER_2)):
             d2 = _spatial_filter(dt3, periodic, filt) ** 2
-            acc = sums.setdefault(key, [0.0, None, None])
+            acc = sums.setdefault(key, [0.0, {}])
             acc[0] = acc[0] + np.tensordot(weight[j0:j1], d2, axes=(0, 0))
-            if j0 == 0:
-                acc[1] = d2[0] / counts[0]
-            if j1 == n_w:
-                acc[2] = d2[-1] / counts[-1]
+            acc[1].update({j: d2[j - j0] for j in ends if j0 <= j < j1})
     # the second difference localises better at walls; smooth signal leaks into it first (module doc)
     use = 2 if np.sum(sums[2][0]) <= LEAK_RATIO * np.sum(sums[4][0]) else 4
-    total, first, last = sums[use]
-    return NoiseVariance(total, first, last)
+    total, d2 = sums[use]
+
+    def v(k):  # v_k = (1/c_k) sum over the windows j containing snapshot k of d_j^2
+        return sum(d2[j] for j in range(max(0, k - q + 1), min(k, n_w - 1) + 1)) / counts[k]
+
+    return NoiseVariance(total, v(0), v(n_t - 1), v(1), v(n_t - 2))
 
 
 #: Spatial filter of the variance estimator along each axis: the fourth difference (annihilates cubics).
@@ -165,6 +172,14 @@ def _spatial_filter(d: np.ndarray, periodic: bool, filt: np.ndarray) -> np.ndarr
 
 def _step_weights(var: NoiseVariance, dt: float, time_scheme: str):
     """``(bar w, dot w, ddot w)`` per node: the noise moments of ``bar e``, ``dot e`` summed over the steps."""
+    if time_scheme == "simpson":  # bar e_k = (e_k + 4 e_{k+1} + e_{k+2}) / 6, dot e_k = (e_{k+2} - e_k) / (2 dt)
+        v0, vl = var.first, var.last
+        v1 = v0 if var.second is None else var.second
+        vp = vl if var.penultimate is None else var.penultimate
+        wbar = (18.0 * var.total - 17.0 * (v0 + vl) - v1 - vp) / 36.0
+        wdot = (vl + vp - v0 - v1) / (12.0 * dt)
+        wdd = (2.0 * var.total - v0 - v1 - vp - vl) / (4.0 * dt**2)
+        return wbar, wdot, wdd
     if time_scheme == "midpoint":
         wbar = 0.5 * (var.total - 0.5 * (var.first + var.last))
         wdot = (var.last - var.first) / (2.0 * dt)
@@ -247,7 +262,7 @@ def expected_noise_terms(var: NoiseVariance, dt: float, tables, time_scheme: str
     var : NoiseVariance
     dt : float
     tables : list of :class:`fpirl.weakform.assembly.AxisTables`
-    time_scheme : {'midpoint', 'explicit'}
+    time_scheme : {'midpoint', 'explicit', 'simpson'}
 
     Returns
     -------
