@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from fpirl import DensitySnapshots, Grid, write_density
@@ -32,10 +34,9 @@ def write_fp_density(path, elements: int, n_times: int, beta: float = 4.0):
     return path
 
 
-def coarse_step_walled(elements: int = 16, noise: float = 0.0, seed: int = 0):
-    """``(snapshots, true zero-mean psi on the nodes)``: snapshots 0.2 apart (coarse against the box's fast modes)
-    on a walled ``elements^2`` grid of ``[-3, 3]^2``, from the finite-volume solver, with multiplicative noise of
-    relative std ``noise``; the potential is not in the Hermite space."""
+@functools.lru_cache(maxsize=4)
+def _walled_run(elements: int):
+    """The noise-free run of :func:`coarse_step_walled` (cached: several tests share it; its arrays are not written)."""
     w = np.pi / 3
 
     def psi(x):
@@ -50,7 +51,14 @@ def coarse_step_walled(elements: int = 16, noise: float = 0.0, seed: int = 0):
     g = Grid([-3, -3], [3, 3], elements, boundary="reflecting")
     times = 0.2 * np.arange(25)
     values = simulate_density(g, psi, grad, 1.0, von_mises_bump(g.lower, g.upper, [0.9, -1.2], 1.0), times)
-    if noise:
-        values = np.clip(values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)), 0, None)
     true = psi(g.mesh())
-    return DensitySnapshots(g, times, values), true - true.mean()
+    return g, times, values, true - true.mean()
+
+
+def coarse_step_walled(elements: int = 16, noise: float = 0.0, seed: int = 0):
+    """``(snapshots, true zero-mean psi on the nodes)``: snapshots 0.2 apart (coarse against the box's fast modes)
+    on a walled ``elements^2`` grid of ``[-3, 3]^2``, from the finite-volume solver, with multiplicative noise of
+    relative std ``noise``; the potential is not in the Hermite space."""
+    g, times, values, true = _walled_run(elements)
+    noisy = values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)) if noise else values.copy()
+    return DensitySnapshots(g, times, np.clip(noisy, 0, None)), true.copy()

@@ -51,7 +51,7 @@ def test_fit_writes_posterior_and_plot_shows_it(density_file, tmp_path):
     assert ds.attrs["uncertainty"] == "posterior" and ds.attrs["uncertainty_samples"] == 16
     assert ds.attrs["beta_lower"] <= ds.attrs["beta"] <= ds.attrs["beta_upper"]
     # the time-step column: beta refitted with Simpson's rows, inside the interval
-    assert ds.attrs["uncertainty_time_step"] == 1
+    assert ds.attrs["uncertainty_time_step"] == 1 and ds.attrs["time_step_z"] >= 0
     assert ds.attrs["beta_lower"] <= ds.attrs["beta_simpson"] <= ds.attrs["beta_upper"]
     assert main(["plot", str(out), "-o", str(tmp_path / "r.png")]) == 0
     none = tmp_path / "n.nc"

@@ -94,6 +94,10 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise "
              f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
         if settings.get("beta_basis_corrected") else []
+    if settings.get("time_scheme_switched"):
+        lines.insert(0, f"the snapshot spacing's error stands out of the noise (a step of {settings['time_step_z']:.3g} "
+                        f"noise standard deviations of 1/beta between the midpoint and Simpson rules): fitted with "
+                        f"Simpson's rows (midpoint beta {settings['beta_midpoint']:.6g})")
     lines.append(f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
                  f"tr(A)/tr(P) = {est.penalty_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
                  if rel is not None else f"ridge: {est.penalty_:.3g} (absolute weight of int |grad psi|^2)")
@@ -135,4 +139,5 @@ def _print_uncertainty(extra) -> None:
         print(f"fpirl fit: uncertainty ({extra['uncertainty']}): beta 90% interval "
               f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]"
               + (f"; corrected for the Hermite basis error: {extra['beta_corrected']:.6g}" if "beta_corrected" in extra
-                 else ""))
+                 else "")
+              + (f"; with Simpson's rows: {extra['beta_simpson']:.6g}" if "beta_simpson" in extra else ""))

@@ -17,6 +17,7 @@ from ..core._threads import one_blas_thread
 from ..core._tensor import apply_along_axes
 from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
 from ._beta_point import basis_corrected_fit
+from ._time_step import keep_time_step, simpson_point
 from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
 
 #: Threads for the band draws' MDP recoveries (grids of at least :data:`BAND_THREAD_MIN_NODES` nodes).
@@ -94,8 +95,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     data), ``uncertainty_resolution`` (1 when the discretisation-error column is included), ``uncertainty_basis``
     (1 when the Hermite basis-error column is included), ``uncertainty_samples``, ``uncertainty_replicates``
     (parametric bootstrap) and, with beta estimated, ``beta_lower`` and
-    ``beta_upper`` (5%/95%), ``uncertainty_time_step`` (1 when the time-step column is included) and ``beta_simpson``
-    (beta refitted with Simpson's rows), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
+    ``beta_upper`` (5%/95%), ``uncertainty_time_step`` (1 when the time-step column is included), ``beta_simpson``
+    (beta refitted with Simpson's rows) and ``time_step_z`` (the step in noise standard deviations of ``1/beta``), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
     (that correction in noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
@@ -136,6 +137,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["uncertainty_time_step"] = int(post.time_step is not None)
         if post.beta_simpson is not None:
             out["beta_simpson"] = post.beta_simpson
+        if post.time_step_z is not None:
+            out["time_step_z"] = post.time_step_z
     return out
 
 
@@ -153,10 +156,16 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
 
 
 def uncertainty_and_point(est, method: str, data, *, progress: bool = False):
-    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there), then the fit with beta's point
-    estimate corrected for the Hermite basis error where that correction stands out of the noise
+    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where beta's time-step error stands out
+    of the noise, the fit with Simpson's rows and its posterior instead (:func:`fpirl.uncertainty._time_step.simpson_point`);
+    then the fit with beta's point estimate corrected for the Hermite basis error where that correction stands out of the noise
     (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`; ``post`` is moved to it), else ``est``.
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
     post = estimate_uncertainty(est, method, data, progress=progress)
+    simpson = simpson_point(est, post)
+    if simpson is not None:  # the time step stands out of the noise: the Simpson refit and its own posterior
+        first, est = post, simpson
+        post = estimate_uncertainty(est, method, data, progress=progress)
+        keep_time_step(post, first)
     better = basis_corrected_fit(est, post, data)
     return post, (est if better is None else better)

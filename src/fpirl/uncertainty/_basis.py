@@ -54,6 +54,7 @@ from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
 from ..estimators.identify import PotentialEstimator
 from ._snapshot_noise import _density_estimator
+from ._time_step import noise_sd_gamma
 
 #: Order in the Hermite element size assumed by the Richardson rule for the basis error of ``psi``
 #: (the default floor of :func:`observed_order`).
@@ -254,7 +255,7 @@ def add_basis_error(post, est, snapshots) -> None:
     n = h.n_coef
     n_noise = post.factor.shape[1] - 1 - int(post.resolution is not None)  # the noise columns, then bias, resolution
     if post.beta_corrected is not None:  # the correction's step in noise standard deviations of gamma
-        sd = float(np.sqrt(np.sum(post.factor[-1, :n_noise] ** 2)))
+        sd = noise_sd_gamma(post)
         post.beta_correction_z = float(abs(1.0 / post.beta_corrected - post.gamma) / sd) if sd > 0 else float("inf")
     correction = getattr(inner, "noise_correction_", None)
     if post.beta_estimated and post.bias is not None and correction is not None:

@@ -40,6 +40,10 @@ from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
 from ._snapshot_noise import _density_estimator
 
+#: Settings of a fit that replaced the midpoint fit by its Simpson refit (:func:`fpirl.uncertainty._time_step.simpson_point`),
+#: carried into the basis-corrected refit.
+SWITCH_KEYS = ("time_scheme_switched", "beta_midpoint", "time_step_z")
+
 #: Noise standard deviations of ``1/beta`` the Richardson step must exceed for ``beta_corrected`` to become the
 #: point estimate (module doc: chosen by two-fold cross-validation over the cases of bench_beta_refit.py).
 BETA_CORRECTION_MIN_Z = 8.0
@@ -83,7 +87,8 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
     refit.settings_ = {**refit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
                        "beta_estimated": 1, "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
                        "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), "beta_basis_corrected": 1,
-                       "beta_fitted": float(inner.beta_), "beta_correction_z": float(z)}
+                       "beta_fitted": float(inner.beta_), "beta_correction_z": float(z),
+                       **{k: inner.settings_[k] for k in SWITCH_KEYS if k in inner.settings_}}
     refit.beta_coarsening_, refit.gcv_ = int(getattr(inner, "beta_coarsening_", 1)), getattr(inner, "gcv_", None)
     lo, hi = post.beta_interval()
     bounds = (min(lo, float(refit.beta_)), max(hi, float(refit.beta_)))  # the point estimate inside its interval

@@ -6,7 +6,7 @@ snapshot-noise posteriors (:mod:`fpirl.uncertainty.estimate`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.linalg
@@ -80,6 +80,10 @@ class CoefficientPosterior:
         entries), the last column of ``factor``.
     beta_simpson : float, optional
         beta of that refit.
+    time_step_z : float, optional
+        ``|gamma - 1/beta_simpson|`` in standard deviations of ``gamma`` under the snapshot noise alone.
+    simpson_fit : PotentialEstimator, optional
+        That refit (:func:`fpirl.uncertainty._time_step.simpson_point` may make it the point estimate).
     """
 
     hermite: HermiteSpace
@@ -102,6 +106,8 @@ class CoefficientPosterior:
     replicates: int | None = None
     time_step: np.ndarray | None = None
     beta_simpson: float | None = None
+    time_step_z: float | None = None
+    simpson_fit: object = field(default=None, repr=False)
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:

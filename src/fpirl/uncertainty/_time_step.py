@@ -19,9 +19,21 @@ interval and the policy and reward bands hold it; its psi part is left out: with
 already covered 0.86-1.0 of the nodes on the sweep of docs/benchmarks.md ("Time step"), the column would only
 widen them. The entry is not shrunk: the two fits see the same data and much of their noise cancels in it;
 where it does not (5% noise: the noise correction weighs the rows of the two rules differently) it widens
-beta's interval, which errs on the safe side (measured there: [0.75, 1.15] -> [0.63, 1.82] for a true 1).
+beta's interval, which errs on the safe side (measured there: [0.92, 1.37] -> [0.83, 1.82] for a true 1).
 Fits with beta given get no column (the cost, one more fit, is kept off the default of the 4-D benchmark);
 nor do Simpson fits, matrix-free fits, streamed data or fewer than 3 snapshots.
+
+**The point estimate** (:func:`simpson_point`, used by ``fpirl fit`` through
+:func:`fpirl.uncertainty.uncertainty_and_point`). The step is measured against the noise,
+``z = |gamma_midpoint - gamma_Simpson| / sd_noise(gamma)`` (attr ``time_step_z``). Where ``z > TIME_STEP_MIN_Z``
+and beta did not come from block means (``beta_coarsening_ == 1``; block means are used where the fit's noise
+correction finds the snapshot noise dominant, and there the two rules' corrections differ by more than their time
+errors: at 1-5% noise the Simpson refit was worse in most such fits), the Simpson refit becomes the fit: its own
+posterior (with this column kept, so beta's interval still reaches the midpoint rule's value), then the basis
+correction of :mod:`fpirl.uncertainty._beta_point`. Measured (``benchmarks/bench_time_step.py --rule``: 19 settings
+of independent-solver data x 0/1/2/5% noise, 4 or 6 Hermite elements; docs/benchmarks.md, "Time step"): the
+threshold 8 beat never switching on every held-out half of two-fold cross-validation (10 random splits), for beta
+and for psi.
 """
 
 from __future__ import annotations
@@ -34,6 +46,12 @@ from ..core._errors import FpirlInputError
 from ..core.density import DensitySnapshots
 from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
+
+#: Noise standard deviations of ``1/beta`` the step between the two rules must exceed for the Simpson refit to
+#: become the point estimate (module doc: chosen by two-fold cross-validation).
+TIME_STEP_MIN_Z = 8.0
+#: Whether beta from block means may switch too (False; True only to measure the rule, benchmarks/bench_time_step.py).
+SWITCH_WITH_BLOCK_MEANS = False
 
 
 def simpson_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> PotentialEstimator | None:
@@ -53,16 +71,68 @@ def simpson_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> Pot
         return None
 
 
-def add_time_step_error(post, inner: PotentialEstimator, snapshots) -> None:
-    """Append the time-step column of the module doc to ``post`` (in place; ``post.time_step``), where beta was
-    estimated from in-memory snapshots by a midpoint or explicit fit."""
+def noise_sd_gamma(post) -> float:
+    """The std of ``gamma`` under the snapshot noise alone: the factor's columns less the bias, resolution, basis and
+    time-step columns (the row model: all of them)."""
+    n = post.factor.shape[1]
+    if post.noise_model != "rows":
+        n -= 1 + sum(c is not None for c in (post.resolution, post.basis, post.time_step))
+    return float(np.sqrt(np.sum(post.factor[-1, :n] ** 2)))
+
+
+def add_time_step_error(post, inner: PotentialEstimator, snapshots) -> PotentialEstimator | None:
+    """Append the time-step column of the module doc to ``post`` (in place: ``time_step``, ``beta_simpson`` and
+    ``time_step_z``, the step in noise standard deviations of ``gamma``), where beta was estimated from in-memory
+    snapshots by a midpoint or explicit fit; returns the Simpson refit (None where there is no column)."""
     if not (post.beta_estimated and isinstance(snapshots, DensitySnapshots) and isinstance(inner, PotentialEstimator)):
-        return
+        return None
     ref = simpson_refit(inner, snapshots)
     if ref is None:
-        return
+        return None
     col = np.zeros(post.factor.shape[0])
     col[-1] = 1.0 / inner.beta_ - 1.0 / ref.beta_  # gamma only (module doc)
+    sd = noise_sd_gamma(post)
+    post.time_step_z = float(abs(col[-1]) / sd) if sd > 0 else float("inf")
     post.time_step = col
     post.beta_simpson = float(ref.beta_)
     post.factor = np.hstack([post.factor, col[:, None]])
+    return ref
+
+
+def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator | None:
+    """The Simpson refit as the point estimate where the time step stands out of the noise, or None.
+
+    Where ``post.time_step_z > min_z`` (default :data:`TIME_STEP_MIN_Z`; module doc) and beta did not come from
+    block means (``beta_coarsening_ == 1``: the fit's noise correction did not find the noise dominant) the refit kept by
+    :func:`add_time_step_error` is returned with ``settings_`` recording the switch (``time_scheme = simpson``,
+    ``time_scheme_switched = 1``, ``beta_midpoint``, ``time_step_z``, and how the fit's ridge was chosen); the
+    caller computes its posterior and keeps the time-step column there (:func:`keep_time_step`).
+    """
+    min_z = TIME_STEP_MIN_Z if min_z is None else min_z
+    z = None if post is None else post.time_step_z
+    if z is None or not z > min_z or post.simpson_fit is None:
+        return None
+    fit, inner = post.simpson_fit, _density(est)
+    if int(getattr(inner, "beta_coarsening_", 1)) > 1 and not SWITCH_WITH_BLOCK_MEANS:  # the noise dominates beta
+        return None
+    fit.settings_ = {**fit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
+                     "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
+                     "time_scheme_switched": 1, "beta_midpoint": float(inner.beta_), "time_step_z": float(z)}
+    fit.gcv_ = getattr(inner, "gcv_", None)
+    return fit
+
+
+def keep_time_step(post, switched_from) -> None:
+    """Append the midpoint fit's time-step column (``switched_from.time_step``) to the Simpson fit's posterior
+    ``post`` (in place), so that beta's interval still reaches the midpoint rule's estimate."""
+    if post is None or switched_from.time_step is None:
+        return
+    col = np.zeros(post.factor.shape[0])
+    col[-1] = switched_from.time_step[-1]
+    post.time_step, post.beta_simpson, post.time_step_z = col, switched_from.beta_simpson, switched_from.time_step_z
+    post.factor = np.hstack([post.factor, col[:, None]])
+
+
+def _density(est) -> PotentialEstimator:
+    inner = getattr(est, "estimator_", None)
+    return inner if isinstance(inner, PotentialEstimator) else est

@@ -198,7 +198,7 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
         add_basis_error(post, est, snapshots)
         inner = _inner(est)
         if inner is not None:
-            add_time_step_error(post, inner, snapshots)
+            post.simpson_fit = add_time_step_error(post, inner, snapshots)
     return post
 
 
