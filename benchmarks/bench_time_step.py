@@ -1,6 +1,6 @@
 """Time step: the midpoint rule against Simpson's, and beta's interval with and without the time-step column.
 
-Run:  PYTHONPATH=src .venv/bin/python benchmarks/bench_time_step.py [--dt-sweep [--skip N] | --rule]
+Run:  PYTHONPATH=src .venv/bin/python benchmarks/bench_time_step.py [--dt-sweep [--skip N] | --rule | --validate]
 
 Data from the independent solvers (finite volumes with walls, spectral when periodic) on a potential that is
 not in the Hermite space, ``psi = a cos(u_0 + 0.3) + b cos(u_1 - 0.7) + 0.3 sin u_0 sin u_1`` (``u`` one period
@@ -11,7 +11,9 @@ the same fit with Simpson's rule, and ``z``, the step between the two rules' ``1
 deviations. ``--dt-sweep``: beta's error against the snapshot spacing for both rules
 (one fine run subsampled; 12 Hermite elements, so that the time error dominates). ``--rule``: the rule that
 makes the Simpson refit the point estimate (:func:`fpirl.uncertainty._time_step.simpson_point`) on 19 settings x 4
-noise levels, its threshold scored on all of them and by two-fold cross-validation (about 10 minutes).
+noise levels, its threshold scored on all of them and by two-fold cross-validation (about 12 minutes).
+``--validate``: the rule as shipped against never switching on the 14 cases of ``bench_beta_coarse.py``, which
+played no part in choosing it.
 """
 
 from __future__ import annotations
@@ -153,6 +155,7 @@ def rule() -> None:
     from fpirl.uncertainty import uncertainty_and_point
     import fpirl.uncertainty._time_step as ts
 
+    shipped = ts.TIME_STEP_MIN_Z
     rows = []
     print("| data | noise | z | block | midpoint: beta | psi | Simpson: beta | psi |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -184,15 +187,16 @@ def rule() -> None:
         b, p, med, w3, n = score(t, np.arange(len(r)))
         print(f"| {t} | {n} | {b:.2f}% | {med:.2f}% | {w3:.2f} | {p:.2f}% |")
     rng, better = np.random.default_rng(0), {0: [0, 0], 1: [0, 0]}
-    for _ in range(10):  # two-fold cross-validation, 10 random splits: T=8 against never switching on each held-out half
+    for _ in range(10):  # two-fold cross-validation, 10 random splits: the shipped T against never switching
         perm = rng.permutation(len(r))
         for tr, te in ((perm[: len(r) // 2], perm[len(r) // 2:]), (perm[len(r) // 2:], perm[: len(r) // 2])):
             for k in (0, 1):
                 chosen = min(THRESHOLDS, key=lambda t: score(t, tr)[k])
-                held, never, eight = score(chosen, te)[k], score(np.inf, te)[k], score(8, te)[k]
-                better[k][0 if eight < never else 1] += 1
-                print(f"{('beta', 'psi')[k]}: chosen T={chosen}, held-out {held:.2f}% (T=8: {eight:.2f}%, never: {never:.2f}%)")
-    print(f"T=8 better / not better than never switching on the held-out halves: beta {better[0]}, psi {better[1]}")
+                held, never, ours = score(chosen, te)[k], score(np.inf, te)[k], score(shipped, te)[k]
+                better[k][0 if ours < never else 1] += 1
+                print(f"{('beta', 'psi')[k]}: chosen T={chosen}, held-out {held:.2f}% (T={shipped:g}: {ours:.2f}%, "
+                      f"never: {never:.2f}%)")
+    print(f"T={shipped:g} better / not better than never switching on the held-out halves: beta {better[0]}, psi {better[1]}")
     print("\nwithout the block condition:\n| T | switched | beta: mean error | median | within 3% | psi: mean error |")
     print("| --- | --- | --- | --- | --- | --- |")
     for t in THRESHOLDS:
@@ -200,9 +204,59 @@ def rule() -> None:
         print(f"| {t} | {n} | {b:.2f}% | {med:.2f}% | {w3:.2f} | {p:.2f}% |")
 
 
+def validate() -> None:
+    """The rule as shipped (``TIME_STEP_MIN_Z``, block condition) against never switching on the 14 cases of
+    ``bench_beta_coarse.py``, 0/1/2/5% noise, 4 and 6 Hermite elements (with ``--min-z T``: that threshold)."""
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_beta_coarse
+    import bench_beta_refit
+    import bench_beta_rule
+    import fpirl.uncertainty._time_step as ts
+    from fpirl.uncertainty import uncertainty_and_point
+
+    bench_beta_rule.CASES = bench_beta_coarse.CASES
+    rows, shipped = [], ts.TIME_STEP_MIN_Z
+    for name in bench_beta_coarse.CASES:
+        grid, times, clean, beta = bench_beta_rule._clean(name)
+        true = bench_beta_refit._truth(name, grid)
+        for noise in (0.0, 0.01, 0.02, 0.05):
+            v = clean if not noise else np.clip(clean * (1 + noise * np.random.default_rng(1).standard_normal(clean.shape)),
+                                                0, None)
+            s = DensitySnapshots(grid, times, v)
+            for nh in (4, 6):
+                est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+                out = []
+                for t in (np.inf, shipped):
+                    ts.TIME_STEP_MIN_Z = t
+                    post, fit = uncertainty_and_point(est, "auto", s)
+                    lo, hi = post.beta_interval()
+                    out += [abs(fit.beta_ / beta - 1), bench_beta_refit._error(grid, fit, true), lo <= beta <= hi]
+                rows.append(out)
+                if fit.settings_.get("time_scheme_switched"):
+                    print(f"switched: {name}, {noise:.0%}, {nh} elements, z = {post.time_step_z:.1f}: beta "
+                          f"{100 * out[0]:.1f}% -> {100 * out[3]:.1f}%, psi {100 * out[1]:.1f}% -> {100 * out[4]:.1f}%",
+                          flush=True)
+    r = np.array(rows, dtype=float)
+    print(f"\n{len(r)} fits, {int(np.sum(r[:, 0] != r[:, 3]))} switched")
+    print("| rule | beta: mean error | median | within 3% | psi: mean error | median | beta interval covers |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for label, k in (("never", 0), (f"T = {shipped:g}", 3)):
+        print(f"| {label} | {100 * r[:, k].mean():.2f}% | {100 * np.median(r[:, k]):.2f}% | {np.mean(r[:, k] <= 0.03):.2f} | "
+              f"{100 * r[:, k + 1].mean():.2f}% | {100 * np.median(r[:, k + 1]):.2f}% | {r[:, k + 2].mean():.2f} |")
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     args = sys.argv[1:]
     skip = int(args[args.index("--skip") + 1]) if "--skip" in args else 0
-    dt_sweep(skip) if "--dt-sweep" in args else rule() if "--rule" in args else cases()
+    if "--min-z" in args:
+        import fpirl.uncertainty._time_step as ts
+
+        ts.TIME_STEP_MIN_Z = float(args[args.index("--min-z") + 1])
+    if "--dt-sweep" in args:
+        dt_sweep(skip)
+    else:
+        rule() if "--rule" in args else validate() if "--validate" in args else cases()
 

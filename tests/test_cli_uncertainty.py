@@ -9,6 +9,8 @@ from fpirl.cli import main
 from fpirl.io import read_result, write_density
 from fpirl.problems.synthetic import Problem
 
+from _simdensity import coarse_step_walled
+
 
 @pytest.fixture(scope="module")
 def density_file(tmp_path_factory):
@@ -103,3 +105,19 @@ def test_bad_uncertainty_options_are_one_line_errors(density_file, tmp_path, cap
     assert main(["fit", str(density_file), "-o", str(out), "--beta", "4", "--scheduler", "cluster"]) == 2
     assert "tcp://HOST:PORT" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_fit_switches_to_simpson_only_without_an_explicit_time_scheme(tmp_path):
+    """Noise-free walled box sampled every 0.2: the default takes Simpson's rows (attrs and a line say so);
+    ``--time-scheme midpoint`` keeps the rule asked for."""
+    s, _ = coarse_step_walled(28)
+    data = tmp_path / "ww.nc"
+    write_density(data, s)
+    auto, fixed = tmp_path / "a.nc", tmp_path / "m.nc"
+    assert main(["fit", str(data), "-o", str(auto), "--estimate-beta", "--no-progress"]) == 0
+    assert main(["fit", str(data), "-o", str(fixed), "--estimate-beta", "--time-scheme", "midpoint", "--no-progress"]) == 0
+    a, m = read_result(auto).attrs, read_result(fixed).attrs
+    assert a["solver_time_scheme"] == "simpson" and a["solver_time_scheme_switched"] == 1
+    assert a["solver_beta_midpoint"] == pytest.approx(m.get("solver_beta_fitted", m["beta"]), rel=1e-9)
+    assert m["solver_time_scheme"] == "midpoint" and "solver_time_scheme_switched" not in m
+    assert abs(a["beta"] - 1) < 0.3 * abs(m["beta"] - 1)

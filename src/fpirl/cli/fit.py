@@ -232,8 +232,8 @@ def _fit_density(args, out) -> int:
     post = None
     if args.uncertainty != "none":  # the posterior first: it may correct beta's point estimate (psi refitted)
         from ..uncertainty import uncertainty_and_point, uncertainty_extra
-
-        post, est = uncertainty_and_point(est, args.uncertainty, snapshots, progress=_progress(args))
+        post, est = uncertainty_and_point(est, args.uncertainty, snapshots, progress=_progress(args),
+                                          switch_time_scheme=args.time_scheme is None)  # not against an explicit rule
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
     extra = {"source": str(args.data), "source_kind": "density", "uncertainty": "none"}

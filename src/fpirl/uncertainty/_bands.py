@@ -155,14 +155,15 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
     return uncertainty_extra(est, post, dt, gamma, None if parametric else n_samples, rng, progress, reward_convention)
 
 
-def uncertainty_and_point(est, method: str, data, *, progress: bool = False):
+def uncertainty_and_point(est, method: str, data, *, progress: bool = False, switch_time_scheme: bool = True):
     """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where beta's time-step error stands out
-    of the noise, the fit with Simpson's rows and its posterior instead (:func:`fpirl.uncertainty._time_step.simpson_point`);
+    of the noise, the fit with Simpson's rows and its posterior instead (:func:`fpirl.uncertainty._time_step.simpson_point`;
+    not with ``switch_time_scheme=False``, which ``fpirl fit`` passes when ``--time-scheme`` was given);
     then the fit with beta's point estimate corrected for the Hermite basis error where that correction stands out of the noise
     (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`; ``post`` is moved to it), else ``est``.
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
     post = estimate_uncertainty(est, method, data, progress=progress)
-    simpson = simpson_point(est, post)
+    simpson = simpson_point(est, post) if switch_time_scheme else None
     if simpson is not None:  # the time step stands out of the noise: the Simpson refit and its own posterior
         first, est = post, simpson
         post = estimate_uncertainty(est, method, data, progress=progress)
