@@ -164,6 +164,8 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
     post = estimate_uncertainty(est, method, data, progress=progress)
     simpson = simpson_point(est, post) if switch_time_scheme else None
+    if post is not None:
+        post.simpson_fit = None  # its moments and normal matrix are not kept through the bands
     if simpson is not None:  # the time step stands out of the noise: the Simpson refit and its own posterior
         first, est = post, simpson
         post = estimate_uncertainty(est, method, data, progress=progress)
