@@ -46,7 +46,8 @@ CASES = [
 
 
 def potential(lower, upper, scale=1.0, coupling=0.3):
-    """``scale (0.6 cos(u_0 + 0.3) + 0.35 cos(u_1 - 0.7)) + coupling scale sin u_0 sin u_1``, ``u`` one period across the box."""
+    """``scale (0.6 cos(u_0 + 0.3) + 0.35 cos(u_1 - 0.7)) + coupling scale sin u_0 sin u_1``, ``u`` one period
+    across the box."""
     lo, w = np.asarray(lower, float), 2 * np.pi / (np.asarray(upper, float) - np.asarray(lower, float))
     a0, a1, c = 0.6 * scale, 0.35 * scale, coupling * scale
 
@@ -196,7 +197,8 @@ def rule() -> None:
                 better[k][0 if ours < never else 1] += 1
                 print(f"{('beta', 'psi')[k]}: chosen T={chosen}, held-out {held:.2f}% (T={shipped:g}: {ours:.2f}%, "
                       f"never: {never:.2f}%)")
-    print(f"T={shipped:g} better / not better than never switching on the held-out halves: beta {better[0]}, psi {better[1]}")
+    print(f"T={shipped:g} better / not better than never switching on the held-out halves: beta {better[0]}, "
+          f"psi {better[1]}")
     print("\nwithout the block condition:\n| T | switched | beta: mean error | median | within 3% | psi: mean error |")
     print("| --- | --- | --- | --- | --- | --- |")
     for t in THRESHOLDS:
@@ -222,8 +224,8 @@ def validate() -> None:
         grid, times, clean, beta = bench_beta_rule._clean(name)
         true = bench_beta_refit._truth(name, grid)
         for noise in (0.0, 0.01, 0.02, 0.05):
-            v = clean if not noise else np.clip(clean * (1 + noise * np.random.default_rng(1).standard_normal(clean.shape)),
-                                                0, None)
+            eps = np.random.default_rng(1).standard_normal(clean.shape)
+            v = clean if not noise else np.clip(clean * (1 + noise * eps), 0, None)
             s = DensitySnapshots(grid, times, v)
             for nh in (4, 6):
                 est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
@@ -243,8 +245,9 @@ def validate() -> None:
     print("| rule | beta: mean error | median | within 3% | psi: mean error | median | beta interval covers |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for label, k in (("never", 0), (f"T = {shipped:g}", 3)):
-        print(f"| {label} | {100 * r[:, k].mean():.2f}% | {100 * np.median(r[:, k]):.2f}% | {np.mean(r[:, k] <= 0.03):.2f} | "
-              f"{100 * r[:, k + 1].mean():.2f}% | {100 * np.median(r[:, k + 1]):.2f}% | {r[:, k + 2].mean():.2f} |")
+        b, p = 100 * r[:, k], 100 * r[:, k + 1]
+        print(f"| {label} | {b.mean():.2f}% | {np.median(b):.2f}% | {np.mean(b <= 3):.2f} | {p.mean():.2f}% | "
+              f"{np.median(p):.2f}% | {r[:, k + 2].mean():.2f} |")
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ def test_fit_switches_to_simpson_only_without_an_explicit_time_scheme(tmp_path):
     write_density(data, s)
     auto, fixed = tmp_path / "a.nc", tmp_path / "m.nc"
     assert main(["fit", str(data), "-o", str(auto), "--estimate-beta", "--no-progress"]) == 0
-    assert main(["fit", str(data), "-o", str(fixed), "--estimate-beta", "--time-scheme", "midpoint", "--no-progress"]) == 0
+    assert main(["fit", str(data), "-o", str(fixed), "--estimate-beta", "--time-scheme", "midpoint",
+                 "--no-progress"]) == 0
     a, m = read_result(auto).attrs, read_result(fixed).attrs
     assert a["solver_time_scheme"] == "simpson" and a["solver_time_scheme_switched"] == 1
     assert a["solver_beta_midpoint"] == pytest.approx(m.get("solver_beta_fitted", m["beta"]), rel=1e-9)

@@ -20,8 +20,9 @@ def _raw(grid, times, values):
     return s
 
 
-@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit"), ("reflecting", "midpoint"),
-                                              ("periodic", "simpson"), ("reflecting", "simpson")])
+@pytest.mark.parametrize("boundary, scheme", [("periodic", "midpoint"), ("reflecting", "explicit"),
+                                              ("reflecting", "midpoint"), ("periodic", "simpson"),
+                                              ("reflecting", "simpson")])
 def test_expected_noise_terms_match_monte_carlo(rng, boundary, scheme):
     """Oracle: the mean of the normal equations assembled on pure noise draws (independent code path)."""
     g = Grid([-1, -1], [1, 1], (5, 4), boundary=boundary)

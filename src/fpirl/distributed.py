@@ -218,8 +218,9 @@ def stream_normal_equations(path, hermite_elements, *, scheduler=None, chunk: in
     """
     head, n = stream_header(path)
     opts = (tuple(np.broadcast_to(hermite_elements, (head.grid.ndim,))), time_scheme, quadrature_points, normalize)
-    total = run_tasks(_stream_task, snapshot_chunks(n, chunk, time_overlap(time_scheme)), scheduler=scheduler, n_jobs=n_jobs,
-                      progress=progress, desc="stream chunks", shared=(str(path), opts), reduce=add_normal_equations)
+    total = run_tasks(_stream_task, snapshot_chunks(n, chunk, time_overlap(time_scheme)), scheduler=scheduler,
+                      n_jobs=n_jobs, progress=progress, desc="stream chunks", shared=(str(path), opts),
+                      reduce=add_normal_equations)
     return total, head
 
 

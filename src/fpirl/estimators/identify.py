@@ -48,7 +48,6 @@ from ._solvers import (  # noqa: F401  (public names of this module)
 )
 
 
-
 class PotentialEstimator(FittedPotentialMixin):
     """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
 

@@ -96,8 +96,9 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     (1 when the Hermite basis-error column is included), ``uncertainty_samples``, ``uncertainty_replicates``
     (parametric bootstrap) and, with beta estimated, ``beta_lower`` and
     ``beta_upper`` (5%/95%), ``uncertainty_time_step`` (1 when the time-step column is included), ``beta_simpson``
-    (beta refitted with Simpson's rows) and ``time_step_z`` (the step in noise standard deviations of ``1/beta``), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z``
-    (that correction in noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
+    (beta refitted with Simpson's rows), ``time_step_z`` (that step in noise standard deviations of ``1/beta``),
+    ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z`` (that correction in
+    noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
     if post is None:
@@ -156,11 +157,12 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
 
 
 def uncertainty_and_point(est, method: str, data, *, progress: bool = False, switch_time_scheme: bool = True):
-    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where beta's time-step error stands out
-    of the noise, the fit with Simpson's rows and its posterior instead (:func:`fpirl.uncertainty._time_step.simpson_point`;
-    not with ``switch_time_scheme=False``, which ``fpirl fit`` passes when ``--time-scheme`` was given);
-    then the fit with beta's point estimate corrected for the Hermite basis error where that correction stands out of the noise
-    (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`; ``post`` is moved to it), else ``est``.
+    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where beta's time-step error stands
+    out of the noise, the fit with Simpson's rows and its posterior instead
+    (:func:`fpirl.uncertainty._time_step.simpson_point`; not with ``switch_time_scheme=False``, which ``fpirl fit``
+    passes when ``--time-scheme`` was given); then the fit with beta's point estimate corrected for the Hermite
+    basis error where that correction stands out of the noise (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`;
+    ``post`` is moved to it), else ``est``.
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
     post = estimate_uncertainty(est, method, data, progress=progress)
     simpson = simpson_point(est, post) if switch_time_scheme else None

@@ -107,9 +107,9 @@ class BatchedDraws:
             tabs = op.tables
             self.crhat = sum(apply_along_axes(rhat, [tb.stiffness if b == a else tb.mass for b, tb in enumerate(tabs)])
                              for a in range(self.d))
-        # every noise field the batched contractions need is a fixed combination of the K + overlap snapshots'
+        # every noise field the batched contractions need is a fixed combination of the snapshots'
         # noise: bar e = Tb e, dot e = Td e (time_pairs is linear), projected on the modes
-        self.Tb, self.Td = time_pairs(np.eye(self.K + ov), op.source.dt, res.scheme)
+        self.Tb, self.Td = time_pairs(np.eye(len(self.pfull)), op.source.dt, res.scheme)
         self._buffers = {}
         self._set_modes(self.spectra[0][1], self.spectra[1][1])
 
@@ -129,7 +129,7 @@ class BatchedDraws:
         pbar, c, rhat = self._fields
         for name in ("crc", "_many", "_small"):
             self.__dict__.pop(name, None)
-        self.compressed = 2 * V.shape[1] < self.K + self.overlap
+        self.compressed = 2 * V.shape[1] < len(self.pfull)
         # not compressed (the noise is drawn per snapshot) but fewer modes than pairs: the residuals of
         # a draw projected on the modes, r_m = sum_k V_km r_k (fewer modes in the many-mode bands)
         self.Vp = V if not self.compressed and V.shape[1] < self.K else None
@@ -155,7 +155,7 @@ class BatchedDraws:
             self.mix = np.vstack([self.V.T @ Tb, self.V.T @ Td, eb])  # (2M + M_r, K + 1)
             self.ce = None if self.crhat is None else np.tensordot(Tb, self.crhat, axes=(0, 0))  # e . ce = ebar . C r_hat
         self.reduced = None
-        if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= self.K + self.overlap and self.Wr is not None:
+        if REDUCED_NOISE and self.mix is not None and 2 * self.mix.shape[0] <= len(self.pfull) and self.Wr is not None:
             # C rho_hat_m (r_hat = Wr rho_hat): the gamma row of b from the residual modes of bar e
             self.crc = None if self.crhat is None else np.tensordot(self.Wr, self.crhat, axes=(0, 0))
         n = int(np.prod(self.shape))
@@ -389,7 +389,7 @@ class BatchedDraws:
         M = self.M
         if self.mix is not None and mixed is None:  # each draw mixed as it comes, then the residual of its M modes
             for s, e in enumerate(noises):
-                y = (self.mix @ e.reshape(self.K + self.overlap, -1)).reshape((-1,) + self.shape)  # (2M + M_r, *grid)
+                y = (self.mix @ e.reshape(len(self.pfull), -1)).reshape((-1,) + self.shape)  # (2M + M_r, *grid)
                 ebar[s] = y[2 * M:]
                 rho[s] = self._residual(y[:M], y[M:2 * M])
                 if self.estimated:

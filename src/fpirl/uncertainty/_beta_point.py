@@ -40,8 +40,8 @@ from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
 from ._snapshot_noise import _density_estimator
 
-#: Settings of a fit that replaced the midpoint fit by its Simpson refit (:func:`fpirl.uncertainty._time_step.simpson_point`),
-#: carried into the basis-corrected refit.
+#: Settings of a fit that replaced the midpoint fit by its Simpson refit
+#: (:func:`fpirl.uncertainty._time_step.simpson_point`), carried into the basis-corrected refit.
 SWITCH_KEYS = ("time_scheme_switched", "beta_midpoint", "time_step_z")
 
 #: Noise standard deviations of ``1/beta`` the Richardson step must exceed for ``beta_corrected`` to become the

@@ -48,6 +48,7 @@ from ..core._errors import FpirlInputError
 from ..core.density import DensitySnapshots
 from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
+from ._snapshot_noise import _density_estimator
 
 #: Noise standard deviations of ``1/beta`` the step between the two rules must exceed for the Simpson refit to
 #: become the point estimate (module doc: the conservative end of the plateau that cross-validation found, 6-32).
@@ -91,22 +92,26 @@ def add_time_step_error(post, inner: PotentialEstimator, snapshots) -> Potential
     ref = simpson_refit(inner, snapshots)
     if ref is None:
         return None
-    col = np.zeros(post.factor.shape[0])
-    col[-1] = 1.0 / inner.beta_ - 1.0 / ref.beta_  # gamma only (module doc)
+    step = 1.0 / inner.beta_ - 1.0 / ref.beta_
     sd = noise_sd_gamma(post)
-    post.time_step_z = float(abs(col[-1]) / sd) if sd > 0 else float("inf")
-    post.time_step = col
-    post.beta_simpson = float(ref.beta_)
-    post.factor = np.hstack([post.factor, col[:, None]])
+    _append_column(post, step, float(ref.beta_), float(abs(step) / sd) if sd > 0 else float("inf"))
     return ref
+
+
+def _append_column(post, step: float, beta_simpson: float, z: float) -> None:
+    """The time-step column (``gamma`` entry ``step``, zero psi entries: module doc) appended to ``post.factor``."""
+    col = np.zeros(post.factor.shape[0])
+    col[-1] = step
+    post.time_step, post.beta_simpson, post.time_step_z = col, beta_simpson, z
+    post.factor = np.hstack([post.factor, col[:, None]])
 
 
 def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator | None:
     """The Simpson refit as the point estimate where the time step stands out of the noise, or None.
 
     Where ``post.time_step_z > min_z`` (default :data:`TIME_STEP_MIN_Z`; module doc) and beta did not come from
-    block means (``beta_coarsening_ == 1``: the fit's noise correction did not find the noise dominant) the refit kept by
-    :func:`add_time_step_error` is returned with ``settings_`` recording the switch (``time_scheme = simpson``,
+    block means (``beta_coarsening_ == 1``: the fit's noise correction did not find the noise dominant) the refit
+    kept by :func:`add_time_step_error` is returned with ``settings_`` recording the switch (``time_scheme = simpson``,
     ``time_scheme_switched = 1``, ``beta_midpoint``, ``time_step_z``, and how the fit's ridge was chosen); the
     caller computes its posterior and keeps the time-step column there (:func:`keep_time_step`).
     """
@@ -114,7 +119,7 @@ def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator |
     z = None if post is None else post.time_step_z
     if z is None or not z > min_z or post.simpson_fit is None:
         return None
-    fit, inner = post.simpson_fit, _density(est)
+    fit, inner = post.simpson_fit, _density_estimator(est)
     if int(getattr(inner, "beta_coarsening_", 1)) > 1 and not SWITCH_WITH_BLOCK_MEANS:  # the noise dominates beta
         return None
     fit.settings_ = {**fit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
@@ -129,12 +134,4 @@ def keep_time_step(post, switched_from) -> None:
     ``post`` (in place), so that beta's interval still reaches the midpoint rule's estimate."""
     if post is None or switched_from.time_step is None:
         return
-    col = np.zeros(post.factor.shape[0])
-    col[-1] = switched_from.time_step[-1]
-    post.time_step, post.beta_simpson, post.time_step_z = col, switched_from.beta_simpson, switched_from.time_step_z
-    post.factor = np.hstack([post.factor, col[:, None]])
-
-
-def _density(est) -> PotentialEstimator:
-    inner = getattr(est, "estimator_", None)
-    return inner if isinstance(inner, PotentialEstimator) else est
+    _append_column(post, switched_from.time_step[-1], switched_from.beta_simpson, switched_from.time_step_z)

@@ -168,9 +168,15 @@ TIME_SCHEMES = ("midpoint", "explicit", "simpson")
 TIME_ORDER = {"explicit": 1, "midpoint": 2, "simpson": 4}
 
 
+def _unknown_scheme(time_scheme) -> FpirlInputError:
+    return FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {time_scheme!r}")
+
+
 def time_overlap(time_scheme: str) -> int:
     """Snapshots a residual row reaches beyond its first: 1 (midpoint, explicit) or 2 (Simpson). Chunks of
-    snapshots that share this many boundary snapshots give every row exactly once."""
+    snapshots that share this many boundary snapshots give every row exactly once. Checks the scheme's name."""
+    if time_scheme not in TIME_SCHEMES:
+        raise _unknown_scheme(time_scheme)
     return 2 if time_scheme == "simpson" else 1
 
 
@@ -198,7 +204,7 @@ def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndar
             raise FpirlInputError(f"time_scheme 'simpson' needs at least 3 snapshots, got {values.shape[0]}")
         return (values[:-2] + 4.0 * values[1:-1] + values[2:]) / 6.0, (values[2:] - values[:-2]) / (2.0 * dt)
     else:
-        raise FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {time_scheme!r}")
+        raise _unknown_scheme(time_scheme)
     return pbar, (values[1:] - values[:-1]) / dt
 
 

@@ -156,7 +156,7 @@ class NormalOperator:
         self.grid = source.grid
         self.hermite = hermite
         self.time_scheme = time_scheme
-        time_pairs(np.zeros((3, 1)), 1.0, time_scheme)  # validates the scheme
+        self.overlap = time_overlap(time_scheme)  # (checks the scheme's name)
         self.tables = build_tables(self.grid, hermite, quadrature_points)
         self.d = self.grid.ndim
         self.shape = self.grid.shape
@@ -165,7 +165,6 @@ class NormalOperator:
                    for tb in self.tables]
         self._shifts = list(itertools.product(range(3), repeat=self.d))
         per_snapshot = 8 * self.grid.size * 6  # block, pbar, padded copy, r, temporary
-        self.overlap = time_overlap(time_scheme)
         self.chunk = int(max(1, min(source.n_times - self.overlap, chunk_bytes // per_snapshot)))
         self.n_matvec = 0
         self._modes, self.n_modes = None, None
