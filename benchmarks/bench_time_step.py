@@ -1,6 +1,7 @@
 """Time step: the midpoint rule against Simpson's, and beta's interval with and without the time-step column.
 
-Run:  PYTHONPATH=src .venv/bin/python benchmarks/bench_time_step.py [--dt-sweep [--skip N] | --rule | --validate]
+Run:  PYTHONPATH=src .venv/bin/python benchmarks/bench_time_step.py [--dt-sweep [--skip N] | --rule | --rule-given |
+      --validate]
 
 Data from the independent solvers (finite volumes with walls, spectral when periodic) on a potential that is
 not in the Hermite space, ``psi = a cos(u_0 + 0.3) + b cos(u_1 - 0.7) + 0.3 sin u_0 sin u_1`` (``u`` one period
@@ -12,7 +13,8 @@ deviations. ``--dt-sweep``: beta's error against the snapshot spacing for both r
 (one fine run subsampled; 12 Hermite elements, so that the time error dominates). ``--rule``: the rule that
 makes the Simpson refit the point estimate (:func:`fpirl.uncertainty._time_step.simpson_point`) on 19 settings x 4
 noise levels, its threshold scored on all of them and by two-fold cross-validation (about 12 minutes).
-``--validate``: the rule as shipped against never switching on the 14 cases of ``bench_beta_coarse.py``, which
+``--rule-given``: the same for beta given (psi's step, :data:`fpirl.uncertainty._time_step.TIME_STEP_MIN_Z_PSI`)
+on those settings and 6 of a double well and a Gaussian mixture. ``--validate``: the rule as shipped against never switching on the 14 cases of ``bench_beta_coarse.py``, which
 played no part in choosing it.
 """
 
@@ -62,9 +64,39 @@ def potential(lower, upper, scale=1.0, coupling=0.3):
     return psi, grad
 
 
-def data(elements, lower, upper, boundary, beta, dt, noise, n_times=25, seed=1, kappa=1.0, scale=1.0, coupling=0.3):
+def double_well(a=1.0, k=0.8, c=0.3):
+    """``a (x_0^2 - 0.6)^2 + k x_1^2 + c x_0 x_1``: two basins along the first axis (not periodic)."""
+
+    def psi(x):
+        return a * (x[..., 0] ** 2 - 0.6) ** 2 + k * x[..., 1] ** 2 + c * x[..., 0] * x[..., 1]
+
+    def grad(x):
+        return np.stack([4 * a * x[..., 0] * (x[..., 0] ** 2 - 0.6) + c * x[..., 1], 2 * k * x[..., 1] + c * x[..., 0]], -1)
+    return psi, grad
+
+
+def mixture(s=0.5):
+    """``-log(N(m_1, s^2) + 0.7 N(m_2, s^2) + 0.05)`` (unnormalised Gaussians): two smooth basins."""
+    m = np.array([[0.6, 0.3], [-0.5, -0.4]])
+
+    def parts(x):
+        e = np.stack([np.exp(-np.sum((x - mi) ** 2, -1) / (2 * s * s)) for mi in m], -1) * np.array([1.0, 0.7])
+        return e, e.sum(-1) + 0.05
+
+    def psi(x):
+        return -np.log(parts(x)[1])
+
+    def grad(x):
+        e, z = parts(x)
+        return sum(e[..., i, None] * (x - m[i]) for i in range(2)) / (s * s) / z[..., None]
+    return psi, grad
+
+
+def data(elements, lower, upper, boundary, beta, dt, noise, n_times=25, seed=1, kappa=1.0, scale=1.0, coupling=0.3,
+         kind="cosines"):
     g = Grid(list(lower), list(upper), elements, boundary=boundary)
-    psi, grad = potential(lower, upper, scale, coupling)
+    psi, grad = {"cosines": lambda: potential(lower, upper, scale, coupling), "double well": double_well,
+                 "mixture": mixture}[kind]()
     centre = np.asarray(lower) + (np.asarray(upper) - np.asarray(lower)) * np.array([0.65, 0.3])
     times = dt * np.arange(n_times)
     v = simulate_density(g, psi, grad, beta, von_mises_bump(g.lower, g.upper, centre, kappa), times)
@@ -147,6 +179,69 @@ SETTINGS = [
     ("periodic [-3,3]^2 56^2", (56, 56), (-3, -3), (3, 3), "periodic", 1.0, 0.2, {}),
 ]
 THRESHOLDS = (0, 2, 4, 6, 8, 10, 16, 32, np.inf)
+# the beta-given rule's sweep adds potentials unlike the cosines (same fields; kind in the options)
+SETTINGS_GIVEN = SETTINGS + [
+    ("double well 32^2", (32, 32), (-1.5, -1.5), (1.5, 1.5), "reflecting", 2.0, 0.02, {"kind": "double well"}),
+    ("double well 32^2, dt 0.1", (32, 32), (-1.5, -1.5), (1.5, 1.5), "reflecting", 2.0, 0.1,
+     {"kind": "double well", "n_times": 20}),
+    ("double well 48^2, 6 elements", (48, 48), (-1.5, -1.5), (1.5, 1.5), "reflecting", 2.0, 0.02,
+     {"kind": "double well", "hermite": 6}),
+    ("mixture 32^2", (32, 32), (-1.5, -1.5), (1.5, 1.5), "reflecting", 1.5, 0.02, {"kind": "mixture"}),
+    ("mixture 40^2, 6 elements", (40, 40), (-1.5, -1.5), (1.5, 1.5), "reflecting", 1.5, 0.02,
+     {"kind": "mixture", "hermite": 6}),
+    ("mixture 32^2, dt 0.1", (32, 32), (-1.5, -1.5), (1.5, 1.5), "reflecting", 1.5, 0.1,
+     {"kind": "mixture", "n_times": 20}),
+]
+
+
+def _setting_data(setting, noise):
+    name, el, lo, hi, bc, beta, dt, opt = setting
+    return data(el, lo, hi, bc, beta, dt, noise, n_times=opt.get("n_times", 25), kappa=opt.get("kappa", 1.0),
+                scale=opt.get("scale", 1.0), coupling=opt.get("coupling", 0.3), kind=opt.get("kind", "cosines"))
+
+
+def rule_given() -> None:
+    """Beta given: each setting of ``SETTINGS_GIVEN`` and noise level through ``uncertainty_and_point`` never switching
+    and always switching; the rule ``z_psi > T`` scored on all and by two-fold cross-validation (psi's error)."""
+    from fpirl.uncertainty import uncertainty_and_point
+    import fpirl.uncertainty._time_step as ts
+
+    shipped, rows = ts.TIME_STEP_MIN_Z_PSI, []
+    print("| data | noise | z | midpoint: psi | Simpson: psi |")
+    print("| --- | --- | --- | --- | --- |")
+    for setting in SETTINGS_GIVEN:
+        for noise in (0.0, 0.01, 0.02, 0.05):
+            s, true = _setting_data(setting, noise)
+            est = PotentialEstimator(hermite_elements=setting[7].get("hermite", 4), beta=setting[5]).fit(s)
+            out = {}
+            for tag, t in (("mid", np.inf), ("sw", 0.0)):
+                ts.TIME_STEP_MIN_Z_PSI = t
+                post, fit = uncertainty_and_point(est, "auto", s)
+                out[tag] = psi_error(fit, s, true)
+                out["z"] = post.time_step_z if tag == "mid" else out["z"]
+            rows.append((out["z"] or 0.0, out["mid"], out["sw"]))
+            print(f"| {setting[0]} | {noise:.0%} | {out['z'] or 0:.1f} | {100 * out['mid']:.1f}% | "
+                  f"{100 * out['sw']:.1f}% |", flush=True)
+    r = np.array(rows)
+
+    def score(t, idx):
+        p = np.where(r[idx, 0] > t, r[idx, 2], r[idx, 1])
+        return 100 * p.mean(), 100 * np.median(p), int(np.sum(r[idx, 0] > t))
+
+    print("\n| T | switched | psi: mean error | median |")
+    print("| --- | --- | --- | --- |")
+    for t in THRESHOLDS:
+        p, med, n = score(t, np.arange(len(r)))
+        print(f"| {t} | {n} | {p:.2f}% | {med:.2f}% |")
+    rng, better = np.random.default_rng(0), [0, 0]
+    for _ in range(10):
+        perm = rng.permutation(len(r))
+        for tr, te in ((perm[: len(r) // 2], perm[len(r) // 2:]), (perm[len(r) // 2:], perm[: len(r) // 2])):
+            chosen = min(THRESHOLDS, key=lambda t: score(t, tr)[0])
+            held, never, ours = score(chosen, te)[0], score(np.inf, te)[0], score(shipped, te)[0]
+            better[0 if ours < never else 1] += 1
+            print(f"chosen T={chosen}, held-out {held:.2f}% (T={shipped:g}: {ours:.2f}%, never: {never:.2f}%)")
+    print(f"T={shipped:g} better / not better than never switching on the held-out halves: {better}")
 
 
 def rule() -> None:
@@ -261,5 +356,6 @@ if __name__ == "__main__":
     if "--dt-sweep" in args:
         dt_sweep(skip)
     else:
-        rule() if "--rule" in args else validate() if "--validate" in args else cases()
+        (rule_given if "--rule-given" in args else rule if "--rule" in args else validate if "--validate" in args
+         else cases)()
 

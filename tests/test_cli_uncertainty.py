@@ -9,7 +9,7 @@ from fpirl.cli import main
 from fpirl.io import read_result, write_density
 from fpirl.problems.synthetic import Problem
 
-from _simdensity import coarse_step_walled
+from _simdensity import coarse_step_walled, double_well_walled
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +122,18 @@ def test_fit_switches_to_simpson_only_without_an_explicit_time_scheme(tmp_path):
     assert a["solver_beta_midpoint"] == pytest.approx(m.get("solver_beta_fitted", m["beta"]), rel=1e-9)
     assert m["solver_time_scheme"] == "midpoint" and "solver_time_scheme_switched" not in m
     assert abs(a["beta"] - 1) < 0.3 * abs(m["beta"] - 1)
+
+
+def test_fit_with_beta_given_switches_on_psi_step_and_says_so(tmp_path, capsys):
+    """Double well in a walled box (noise-free): with beta given, psi's step between the two rules decides; the
+    switch is recorded and printed."""
+    s, _ = double_well_walled(24)
+    data, out = tmp_path / "dw.nc", tmp_path / "o.nc"
+    write_density(data, s)
+    assert main(["fit", str(data), "-o", str(out), "--beta", "2", "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    a = read_result(out).attrs
+    assert a["solver_time_scheme"] == "simpson" and a["solver_time_scheme_switched"] == 1
+    assert "solver_beta_midpoint" not in a and a["time_step_z"] == pytest.approx(a["solver_time_step_z"])
+    assert "uncertainty_time_step" not in a and "beta_simpson" not in a
+    assert "noise standard deviations of psi" in printed.out + printed.err

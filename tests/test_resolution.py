@@ -137,3 +137,27 @@ def test_refined_column_brings_the_band_with_walls_into_range():
     covered = np.mean(np.abs(err) <= 1.645 * std)
     assert 0.8 <= covered <= 0.98, covered
     assert np.mean(np.abs(err) <= 1.645 * without) < 0.6
+
+
+def test_beta_from_block_means_is_given_to_the_coarse_fit():
+    """30 x 18 walled elements, 6 Hermite elements, 2% noise: beta comes from block means, and the grid is too
+    coarse to coarsen (refined to 45 x 27). The refined fit estimated its own beta from spline-interpolated noise
+    (7.3 for a true 2) and beta's interval was [0.65, inf]; it now takes the fit's beta: the column has no 1/beta
+    entry and the interval is finite and covers the truth (measured [1.747, 2.316])."""
+    from _simdensity import walled_rectangle
+
+    from fpirl.uncertainty import posterior
+    from fpirl.uncertainty._resolution import coarse_grid_fit
+
+    s, _ = walled_rectangle(noise=0.02)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
+        assert est.beta_coarsening_ > 1
+        fitted, data, k = coarse_grid_fit(est, s)
+        post = posterior(est, s, rng=0)
+    assert k < 0 and data.grid.elements == (45, 27)
+    assert not fitted.estimate_beta and fitted.beta_ == est.beta_
+    assert post.resolution is not None and post.resolution[-1] == 0.0
+    lo, hi = post.beta_interval()
+    assert np.isfinite(hi) and lo <= 2.0 <= hi and hi - lo < 0.4 * est.beta_, (lo, hi)

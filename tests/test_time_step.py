@@ -5,9 +5,10 @@ import pytest
 
 from fpirl import PotentialEstimator
 from fpirl.uncertainty import posterior, uncertainty_and_point
-from fpirl.uncertainty._time_step import TIME_STEP_MIN_Z, simpson_point, simpson_refit
+import fpirl.uncertainty._time_step as time_step
+from fpirl.uncertainty._time_step import TIME_STEP_MIN_Z, TIME_STEP_MIN_Z_PSI, simpson_point, simpson_refit
 
-from _simdensity import coarse_step_walled
+from _simdensity import coarse_step_walled, double_well_walled
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +95,61 @@ def test_no_switch_where_beta_comes_from_block_means(fitted, monkeypatch):
     assert simpson_point(est, big) is None
     monkeypatch.setattr(est, "beta_coarsening_", 1)
     assert simpson_point(est, big) is post.simpson_fit
+
+
+# --- beta given: psi's step ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def double_well():
+    return double_well_walled(24)
+
+
+def _psi_error(est, s, true):
+    p = est.potential(s.grid.mesh().reshape(-1, 2)).reshape(true.shape)
+    return np.linalg.norm(p - p.mean() - true) / np.linalg.norm(true)
+
+
+def test_psi_step_is_measured_on_the_nodes_against_the_noise_columns(double_well):
+    """``time_step_z`` with beta given: the nodal RMS of psi_midpoint - psi_Simpson (an independent Simpson fit,
+    evaluated on the nodes) over the nodal RMS of the posterior's noise columns."""
+    s, _ = double_well
+    est = PotentialEstimator(hermite_elements=4, beta=2.0).fit(s)
+    post = posterior(est, s, rng=1)
+    ref = PotentialEstimator(hermite_elements=4, beta=2.0, time_scheme="simpson").fit(s)
+    h = est.hermite_
+
+    def centred(c):
+        v = h.evaluate_grid(np.reshape(c, h.shape), s.grid.coords)
+        return v - v.mean()
+
+    n_noise = post.factor.shape[1] - 1 - (post.resolution is not None) - (post.basis is not None)
+    noise = sum(np.sum(centred(post.factor[: h.n_coef, j]) ** 2) for j in range(n_noise))
+    step = centred(np.asarray(est.coef_) - np.asarray(ref.coef_))
+    assert post.time_step is None and post.beta_simpson is None  # no column with beta given
+    assert post.time_step_z == pytest.approx(np.sqrt(np.sum(step**2) / noise), rel=1e-8)
+
+
+def test_beta_given_switches_to_simpson_where_psi_step_stands_out(double_well):
+    """Noise-free double well in a walled box, snapshots 0.02 apart: the start's fast modes make the midpoint
+    rows' psi 15% off (measured 15.1%); the step is ~8 noise deviations and the Simpson fit replaces it (5.8%)."""
+    s, true = double_well
+    est = PotentialEstimator(hermite_elements=4, beta=2.0).fit(s)
+    post, fit = uncertainty_and_point(est, "auto", s)
+    assert fit.time_scheme == "simpson" and fit.settings_["time_scheme_switched"] == 1
+    assert "beta_midpoint" not in fit.settings_ and fit.settings_["time_step_z"] > TIME_STEP_MIN_Z_PSI
+    assert post.time_step_z == fit.settings_["time_step_z"] and fit.beta_ == 2.0
+    assert _psi_error(fit, s, true) < 0.5 * _psi_error(est, s, true)
+
+
+def test_beta_given_keeps_the_midpoint_fit_within_the_noise_or_above_the_size_limit(coarse, double_well,
+                                                                                    monkeypatch):
+    s, _ = coarse  # walled box at 2% noise: psi's step is within the noise (measured z = 1.6)
+    est = PotentialEstimator(hermite_elements=4, beta=1.0).fit(s)
+    post, fit = uncertainty_and_point(est, "auto", s)
+    assert post.time_step_z < TIME_STEP_MIN_Z_PSI and fit is est
+    monkeypatch.setattr(time_step, "GIVEN_MAX_WORK", 0)  # too large a fit for the check: no refit, no z
+    s, _ = double_well
+    est = PotentialEstimator(hermite_elements=4, beta=2.0).fit(s)
+    post, fit = uncertainty_and_point(est, "auto", s)
+    assert post.time_step_z is None and fit is est

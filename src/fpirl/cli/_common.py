@@ -95,9 +95,11 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
              f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
         if settings.get("beta_basis_corrected") else []
     if settings.get("time_scheme_switched"):
+        given = "beta_midpoint" not in settings
         lines.insert(0, "the snapshot spacing's error stands out of the noise (a step of "
-                        f"{settings['time_step_z']:.3g} noise standard deviations of 1/beta between the midpoint and "
-                        f"Simpson rules): fitted with Simpson's rows (midpoint beta {settings['beta_midpoint']:.6g})")
+                        f"{settings['time_step_z']:.3g} noise standard deviations of {'psi' if given else '1/beta'} "
+                        "between the midpoint and Simpson rules): fitted with Simpson's rows"
+                        + ("" if given else f" (midpoint beta {settings['beta_midpoint']:.6g})"))
     lines.append(f"ridge: {rel:.3g} relative ({how}), i.e. the weight of int |grad psi|^2 is lambda = relative x "
                  f"tr(A)/tr(P) = {est.penalty_:.3g} in absolute terms (A: the data's normal matrix, P: the penalty's)"
                  if rel is not None else f"ridge: {est.penalty_:.3g} (absolute weight of int |grad psi|^2)")

@@ -96,8 +96,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     (1 when the Hermite basis-error column is included), ``uncertainty_samples``, ``uncertainty_replicates``
     (parametric bootstrap) and, with beta estimated, ``beta_lower`` and
     ``beta_upper`` (5%/95%), ``uncertainty_time_step`` (1 when the time-step column is included), ``beta_simpson``
-    (beta refitted with Simpson's rows), ``time_step_z`` (that step in noise standard deviations of ``1/beta``),
-    ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z`` (that correction in
+    (beta refitted with Simpson's rows), ``time_step_z`` (that step in noise standard deviations of ``1/beta``; with
+    beta given, psi's step in noise standard deviations of psi on the nodes, where it was measured), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z`` (that correction in
     noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
@@ -138,8 +138,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["uncertainty_time_step"] = int(post.time_step is not None)
         if post.beta_simpson is not None:
             out["beta_simpson"] = post.beta_simpson
-        if post.time_step_z is not None:
-            out["time_step_z"] = post.time_step_z
+    if post.time_step_z is not None:  # of 1/beta, or of psi with beta given
+        out["time_step_z"] = post.time_step_z
     return out
 
 
@@ -157,8 +157,8 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
 
 
 def uncertainty_and_point(est, method: str, data, *, progress: bool = False, switch_time_scheme: bool = True):
-    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where beta's time-step error stands
-    out of the noise, the fit with Simpson's rows and its posterior instead
+    """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where the time step's error (of beta; of
+    psi with beta given) stands out of the noise, the fit with Simpson's rows and its posterior instead
     (:func:`fpirl.uncertainty._time_step.simpson_point`; not with ``switch_time_scheme=False``, which ``fpirl fit``
     passes when ``--time-scheme`` was given); then the fit with beta's point estimate corrected for the Hermite
     basis error where that correction stands out of the noise (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`;

@@ -46,6 +46,14 @@ fit's, not the ``2^d = 4`` times of well-resolved fits, and at 5% noise the bias
 most of each fit's noise error; the earlier rule ``N = (2^d - 1) V_h`` (kept as the fallback when the
 ``2h`` posterior cannot be formed) left that noise in the column and over-covered at fine
 resolution (docs/benchmarks.md, "Basis error: calibration at fine resolution").
+
+Where the fit's beta came from block means (``beta_coarsening_ > 1``: the snapshot noise dominated its
+estimate), the coarse fit takes that beta instead of estimating its own, so the column's ``1/beta`` entry is 0.
+With ``H = 2h`` the block means *are* the ``2h`` data, and the two estimates were equal anyway; on a resampled
+or refined grid the coarse fit's own noise correction sees spline-interpolated noise, which is not independent
+from node to node, and its beta means nothing (30 x 18 walled elements, 6 Hermite elements, 2% noise: beta 7.3 on
+the refined grid for 2.0 on the fit's grid, which made beta's interval [0.65, inf] through this column, and psi's
+part of the column, fitted at that beta, was several times psi's error). docs/benchmarks.md, "Issue 20, tenth pass".
 """
 
 from __future__ import annotations
@@ -178,6 +186,9 @@ def coarse_grid_fit(inner, snapshots):
             # streamed data take a matrix-free path; in memory the 2^-d smaller system is assembled
             # where it fits (the same estimate to the CG tolerance, and its posterior by Cholesky)
             params["solver"] = "auto"
+        if params.get("estimate_beta") and int(getattr(inner, "beta_coarsening_", 1)) > 1:
+            # beta from block means: the coarse fit takes the fit's beta (module doc, last paragraph)
+            params["estimate_beta"], params["beta"] = False, float(inner.beta_)
         fitted = type(inner)(**params).fit(data)
     fitted._moments = None  # no refits at other Hermite resolutions of the coarse data: not held
     return fitted, data, richardson_factor(grid, coarse)

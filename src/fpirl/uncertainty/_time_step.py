@@ -20,10 +20,24 @@ already covered 0.86-1.0 of the nodes on the sweep of docs/benchmarks.md ("Time 
 widen them. The entry is not shrunk: the two fits see the same data and much of their noise cancels in it;
 where it does not (5% noise: the noise correction weighs the rows of the two rules differently) it widens
 beta's interval, which errs on the safe side (measured there: [0.92, 1.37] -> [0.83, 1.82] for a true 1).
-Fits with beta given get no column (the cost, one more fit, is kept off the default of the 4-D benchmark);
-nor do Simpson fits, matrix-free fits, streamed data or fewer than 3 snapshots.
+Simpson fits, matrix-free fits, streamed data and fewer than 3 snapshots get no column.
 
-**The point estimate** (:func:`simpson_point`, used by ``fpirl fit`` through
+**Beta given** (no column). The refit is made too, and its psi step is measured on the FE nodes,
+``z = sqrt(sum_nodes (psi_midpoint - psi_Simpson)^2 / sum_nodes Var_noise(psi))`` (both zero-mean; the variance
+from the posterior's noise columns; :func:`psi_step_z`), where the fit is small enough: nodes x coefficients at
+most :data:`GIVEN_MAX_WORK` (2-D and 3-D grids; the 4-D benchmark, 15^4 nodes x 4,096 coefficients, is 6 times
+over: its refit would add about 2 s to a 9 s default run, there ``--time-scheme simpson`` asks for it). Where
+``z > TIME_STEP_MIN_Z_PSI`` the Simpson refit becomes the fit, as below. Measured (``benchmarks/bench_time_step.py
+--rule-given``: the 19 settings of ``--rule`` and 6 of a double well and a Gaussian mixture in walled boxes, x 0/1/2/5%
+noise, 100 fits): the double well's psi error 17-37% under the midpoint rule became 5-22% under Simpson's (a start
+that excites fast modes, ``dt = 0.02`` already too coarse), the mixture's 6-20% became 1-16%; never switching
+gave a mean psi error of 8.58%, switching at ``z > 4`` 6.97% (26 switched), always 6.83%; at 4 the rule beat never
+switching on all 20 held-out halves of a two-fold cross-validation (10 random splits), where the thresholds chosen
+on the other half were 0-4. Losses: near equilibrium (``dt = 0.1``, a broad start) the step stood out (z 7-14) and
+Simpson's psi was worse (4.3% -> 6.4%, 4.7% -> 6.8%): the step there is Simpson's end weights acting on the basis
+misfit, as in the validation of beta's rule below. 4 is shipped, the conservative end of what cross-validation chose.
+
+**The point estimate, beta estimated** (:func:`simpson_point`, used by ``fpirl fit`` through
 :func:`fpirl.uncertainty.uncertainty_and_point`). The step is measured against the noise,
 ``z = |gamma_midpoint - gamma_Simpson| / sd_noise(gamma)`` (attr ``time_step_z``). Where ``z > TIME_STEP_MIN_Z``
 and beta did not come from block means (``beta_coarsening_ == 1``; block means are used where the fit's noise
@@ -48,11 +62,16 @@ from ..core._errors import FpirlInputError
 from ..core.density import DensitySnapshots
 from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
+from ._resolution import _nodal_energy
 from ._snapshot_noise import _density_estimator
 
 #: Noise standard deviations of ``1/beta`` the step between the two rules must exceed for the Simpson refit to
 #: become the point estimate (module doc: the conservative end of the plateau that cross-validation found, 6-32).
 TIME_STEP_MIN_Z = 16.0
+#: The same for psi's step with beta given (:func:`psi_step_z`; module doc).
+TIME_STEP_MIN_Z_PSI = 4.0
+#: With beta given, the check (one more fit) is made where ``nodes x coefficients`` is at most this (module doc).
+GIVEN_MAX_WORK = 1 << 25
 #: Whether beta from block means may switch too (False; True only to measure the rule, benchmarks/bench_time_step.py).
 SWITCH_WITH_BLOCK_MEANS = False
 
@@ -74,24 +93,45 @@ def simpson_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> Pot
         return None
 
 
-def noise_sd_gamma(post) -> float:
-    """The std of ``gamma`` under the snapshot noise alone: the factor's columns less the bias, resolution, basis and
-    time-step columns (the row model: all of them)."""
+def _noise_columns(post) -> int:
+    """The number of the factor's leading columns that carry the snapshot noise alone (less the bias, resolution,
+    basis and time-step columns; the row model: all of them)."""
     n = post.factor.shape[1]
     if post.noise_model != "rows":
         n -= 1 + sum(c is not None for c in (post.resolution, post.basis, post.time_step))
-    return float(np.sqrt(np.sum(post.factor[-1, :n] ** 2)))
+    return n
+
+
+def noise_sd_gamma(post) -> float:
+    """The std of ``gamma`` under the snapshot noise alone (:func:`_noise_columns`)."""
+    return float(np.sqrt(np.sum(post.factor[-1, :_noise_columns(post)] ** 2)))
+
+
+def psi_step_z(post, step: np.ndarray, grid) -> float:
+    """The psi step between the two rules in noise standard deviations, on the nodes (module doc, beta given):
+    ``sqrt(sum_nodes step^2 / sum_nodes Var_noise(psi))``, both zero-mean, the variance from the noise columns."""
+    h = post.hermite
+    noise = _nodal_energy(post.factor[: h.n_coef, :_noise_columns(post)], h, grid)
+    energy = _nodal_energy(step, h, grid)
+    return float(np.sqrt(energy / noise)) if noise > 0 else float("inf")
 
 
 def add_time_step_error(post, inner: PotentialEstimator, snapshots) -> PotentialEstimator | None:
-    """Append the time-step column of the module doc to ``post`` (in place: ``time_step``, ``beta_simpson`` and
-    ``time_step_z``, the step in noise standard deviations of ``gamma``), where beta was estimated from in-memory
-    snapshots by a midpoint or explicit fit; returns the Simpson refit (None where there is no column)."""
-    if not (post.beta_estimated and isinstance(snapshots, DensitySnapshots) and isinstance(inner, PotentialEstimator)):
+    """Where beta was estimated from in-memory snapshots by a midpoint or explicit fit, append the time-step column
+    of the module doc to ``post`` (in place: ``time_step``, ``beta_simpson`` and ``time_step_z``, the step in noise
+    standard deviations of ``gamma``); with beta given, set ``time_step_z`` from psi's step (:func:`psi_step_z`,
+    no column), where the fit is small enough (:data:`GIVEN_MAX_WORK`). Returns the Simpson refit, else None."""
+    if not (isinstance(snapshots, DensitySnapshots) and isinstance(inner, PotentialEstimator)):
+        return None
+    if not post.beta_estimated and snapshots.grid.size * inner.hermite_.n_coef > GIVEN_MAX_WORK:
         return None
     ref = simpson_refit(inner, snapshots)
     if ref is None:
         return None
+    if not post.beta_estimated:
+        step = np.asarray(inner.coef_, dtype=float).ravel() - np.asarray(ref.coef_, dtype=float).ravel()
+        post.time_step_z = psi_step_z(post, step, snapshots.grid)
+        return ref
     step = 1.0 / inner.beta_ - 1.0 / ref.beta_
     sd = noise_sd_gamma(post)
     _append_column(post, step, float(ref.beta_), float(abs(step) / sd) if sd > 0 else float("inf"))
@@ -115,7 +155,8 @@ def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator |
     ``time_scheme_switched = 1``, ``beta_midpoint``, ``time_step_z``, and how the fit's ridge was chosen); the
     caller computes its posterior and keeps the time-step column there (:func:`keep_time_step`).
     """
-    min_z = TIME_STEP_MIN_Z if min_z is None else min_z
+    if min_z is None:
+        min_z = TIME_STEP_MIN_Z if post is None or post.beta_estimated else TIME_STEP_MIN_Z_PSI
     z = None if post is None else post.time_step_z
     if z is None or not z > min_z or post.simpson_fit is None:
         return None
@@ -124,7 +165,8 @@ def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator |
         return None
     fit.settings_ = {**fit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
                      "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
-                     "time_scheme_switched": 1, "beta_midpoint": float(inner.beta_), "time_step_z": float(z)}
+                     "time_scheme_switched": 1, "time_step_z": float(z),
+                     **({"beta_midpoint": float(inner.beta_)} if post.beta_estimated else {})}
     fit.gcv_ = getattr(inner, "gcv_", None)
     return fit
 
@@ -132,6 +174,9 @@ def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator |
 def keep_time_step(post, switched_from) -> None:
     """Append the midpoint fit's time-step column (``switched_from.time_step``) to the Simpson fit's posterior
     ``post`` (in place), so that beta's interval still reaches the midpoint rule's estimate."""
-    if post is None or switched_from.time_step is None:
+    if post is None:
+        return
+    if switched_from.time_step is None:  # beta given: psi's step, no column
+        post.time_step_z = switched_from.time_step_z
         return
     _append_column(post, switched_from.time_step[-1], switched_from.beta_simpson, switched_from.time_step_z)
