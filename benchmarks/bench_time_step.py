@@ -1,7 +1,7 @@
 """Time step: the midpoint rule against Simpson's, and beta's interval with and without the time-step column.
 
 Run:  PYTHONPATH=src .venv/bin/python benchmarks/bench_time_step.py [--dt-sweep [--skip N] | --rule | --rule-given |
-      --validate]
+      --validate [--given]]
 
 Data from the independent solvers (finite volumes with walls, spectral when periodic) on a potential that is
 not in the Hermite space, ``psi = a cos(u_0 + 0.3) + b cos(u_1 - 0.7) + 0.3 sin u_0 sin u_1`` (``u`` one period
@@ -15,7 +15,7 @@ makes the Simpson refit the point estimate (:func:`fpirl.uncertainty._time_step.
 noise levels, its threshold scored on all of them and by two-fold cross-validation (about 12 minutes).
 ``--rule-given``: the same for beta given (psi's step, :data:`fpirl.uncertainty._time_step.TIME_STEP_MIN_Z_PSI`)
 on those settings and 6 of a double well and a Gaussian mixture. ``--validate``: the rule as shipped against never switching on the 14 cases of ``bench_beta_coarse.py``, which
-played no part in choosing it.
+played no part in choosing it (``--given``: beta given, psi's rule).
 """
 
 from __future__ import annotations
@@ -301,9 +301,10 @@ def rule() -> None:
         print(f"| {t} | {n} | {b:.2f}% | {med:.2f}% | {w3:.2f} | {p:.2f}% |")
 
 
-def validate() -> None:
+def validate(given: bool = False) -> None:
     """The rule as shipped (``TIME_STEP_MIN_Z``, block condition) against never switching on the 14 cases of
-    ``bench_beta_coarse.py``, 0/1/2/5% noise, 4 and 6 Hermite elements (with ``--min-z T``: that threshold)."""
+    ``bench_beta_coarse.py``, 0/1/2/5% noise, 4 and 6 Hermite elements (with ``--min-z T``: that threshold;
+    ``given``: beta given, ``TIME_STEP_MIN_Z_PSI``)."""
     import os
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -314,7 +315,8 @@ def validate() -> None:
     from fpirl.uncertainty import uncertainty_and_point
 
     bench_beta_rule.CASES = bench_beta_coarse.CASES
-    rows, shipped = [], ts.TIME_STEP_MIN_Z
+    attr = "TIME_STEP_MIN_Z_PSI" if given else "TIME_STEP_MIN_Z"
+    rows, shipped = [], getattr(ts, attr)
     for name in bench_beta_coarse.CASES:
         grid, times, clean, beta = bench_beta_rule._clean(name)
         true = bench_beta_refit._truth(name, grid)
@@ -323,12 +325,13 @@ def validate() -> None:
             v = clean if not noise else np.clip(clean * (1 + noise * eps), 0, None)
             s = DensitySnapshots(grid, times, v)
             for nh in (4, 6):
-                est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+                est = PotentialEstimator(hermite_elements=nh, **({"beta": beta} if given else {"estimate_beta": True}))
+                est.fit(s)
                 out = []
                 for t in (np.inf, shipped):
-                    ts.TIME_STEP_MIN_Z = t
+                    setattr(ts, attr, t)
                     post, fit = uncertainty_and_point(est, "auto", s)
-                    lo, hi = post.beta_interval()
+                    lo, hi = post.beta_interval() if not given else (beta, beta)
                     out += [abs(fit.beta_ / beta - 1), bench_beta_refit._error(grid, fit, true), lo <= beta <= hi]
                 rows.append(out)
                 if fit.settings_.get("time_scheme_switched"):
@@ -336,7 +339,8 @@ def validate() -> None:
                           f"{100 * out[0]:.1f}% -> {100 * out[3]:.1f}%, psi {100 * out[1]:.1f}% -> {100 * out[4]:.1f}%",
                           flush=True)
     r = np.array(rows, dtype=float)
-    print(f"\n{len(r)} fits, {int(np.sum(r[:, 0] != r[:, 3]))} switched")
+    k = 1 if given else 0  # beta given: the switch shows in psi
+    print(f"\n{len(r)} fits, {int(np.sum(r[:, k] != r[:, k + 3]))} switched")
     print("| rule | beta: mean error | median | within 3% | psi: mean error | median | beta interval covers |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for label, k in (("never", 0), (f"T = {shipped:g}", 3)):
@@ -356,6 +360,8 @@ if __name__ == "__main__":
     if "--dt-sweep" in args:
         dt_sweep(skip)
     else:
-        (rule_given if "--rule-given" in args else rule if "--rule" in args else validate if "--validate" in args
-         else cases)()
+        if "--validate" in args:
+            validate(given="--given" in args)
+        else:
+            (rule_given if "--rule-given" in args else rule if "--rule" in args else cases)()
 
