@@ -54,6 +54,16 @@ or refined grid the coarse fit's own noise correction sees spline-interpolated n
 from node to node, and its beta means nothing (30 x 18 walled elements, 6 Hermite elements, 2% noise: beta 7.3 on
 the refined grid for 2.0 on the fit's grid, which made beta's interval [0.65, inf] through this column, and psi's
 part of the column, fitted at that beta, was several times psi's error). docs/benchmarks.md, "Issue 20, tenth pass".
+
+**Misfit taken for noise.** The posteriors' noise level ``sigma^2`` comes from the fits' residuals, so on noise-free
+data it is the misfit (grid, basis, time step), and ``N`` above, computed from it, is not noise at all: on 30 x 18
+walled elements with 6 Hermite elements the two fits' errors-in-variables biases differed by half the column's
+energy and shrank it to zero, although its ``1/beta`` entry (0.0117) matched the fit's error (0.0129), and beta's
+interval missed. ``N`` is therefore scaled by what the snapshots' own time differences confirm of that level
+(:func:`confirmed_noise`: ``min(1, rho)`` for the spread, its square for the biases, which are quadratic in
+``sigma``), ``rho`` the difference-based noise energy (the estimator of the beta noise correction) over the
+posterior's ``sigma^2 sum s_k^2``. Measured on the sweep of docs/benchmarks.md: ``rho`` 0.79-1.03 on data with
+2-5% noise, 0.0001-0.065 noise-free.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ from ..core._tensor import apply_along_axes
 from ..core.density import DensitySnapshots
 from ..weakform.matfree import StreamingSnapshots
 from ..core._errors import FpirlInputError
+from ..weakform.noise_bias import snapshot_noise_variance
 from ._bootstrap import refit_params
 
 #: Spacing ratio of the resampled coarse grid (odd element counts; module doc).
@@ -213,8 +224,35 @@ def resolution_column(inner, snapshots, estimated: bool) -> np.ndarray | None:
     return col if estimated else col[:-1]
 
 
+def _blocks(source, chunk: int = 8):
+    """The snapshots' values in blocks of ``chunk`` snapshots (streamed data read one block at a time)."""
+    if not hasattr(source, "read"):
+        yield source.values
+        return
+    for start in range(0, source.n_times, chunk):
+        yield source.read(start, min(source.n_times, start + chunk))
+
+
+def confirmed_noise(snapshots, normalize: bool, noise: str, sigma2: float) -> float:
+    """``min(1, rho)``: the share of the posterior's noise level that the snapshots' own time differences confirm
+    (module doc), ``rho = sum_n V_n / (sigma^2 sum_n sum_k s_k[n]^2)`` with ``V`` the difference-based nodal noise
+    variance (:func:`fpirl.weakform.noise_bias.snapshot_noise_variance`, summed over the snapshots) and ``s_k`` the
+    noise shape (``p_k`` or 1) of the fitted (normalised) snapshots; 1 where ``V`` cannot be estimated."""
+    source = snapshots
+    if normalize:  # as fitted (the posterior's noise shape is of the normalised snapshots)
+        source = snapshots.normalize() if isinstance(snapshots, StreamingSnapshots) else snapshots.normalized()
+    nv = snapshot_noise_variance(source)
+    if nv is None or not sigma2 > 0:
+        return 1.0
+    if noise == "multiplicative":
+        shape2 = sum(float(np.sum(np.asarray(block, dtype=float) ** 2)) for block in _blocks(source))
+    else:
+        shape2 = float(source.n_times * source.grid.size)
+    return float(min(1.0, np.sum(nv.total) / (sigma2 * shape2))) if shape2 > 0 else 1.0
+
+
 def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray, bias: np.ndarray, posterior,
-                     noise: str, rng) -> np.ndarray | None:
+                     noise: str, rng, sigma2: float | None = None) -> np.ndarray | None:
     """The resolution column, shrunk by the noise of ``x_h - x_{2h}`` (module doc).
 
     Parameters
@@ -235,6 +273,9 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
         The noise shape of the fine posterior.
     rng : seed or Generator
         For the ``2h`` posterior's draws.
+    sigma2 : float, optional
+        The fine posterior's noise level; the noise terms of the shrinkage are scaled by :func:`confirmed_noise`
+        (its square for the biases), so that misfit taken for noise does not remove the column (module doc).
 
     Returns
     -------
@@ -250,10 +291,11 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
     col = k * (_state(inner) - _state(est2h))
     if not estimated:
         col = col[:-1]
+    c = 1.0 if sigma2 is None else confirmed_noise(snapshots, inner.normalize, noise, sigma2)
     try:
         post2h = posterior(est2h, data, noise=noise, n_draws=COARSE_DRAWS, rng=rng, rtol=COARSE_RTOL, resolve=False)
     except FpirlInputError:
-        return col * noise_shrinkage(col[:n], noise_factor, h, grid, k, grid.size / data.grid.size)
+        return col * noise_shrinkage(col[:n], np.sqrt(c) * noise_factor, h, grid, k, grid.size / data.grid.size)
     f2 = post2h.factor
     n_noise = f2.shape[1] - 1  # the noise columns, then the bias column
     energy = _nodal_energy(col[:n], h, grid)
@@ -261,4 +303,4 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
         return col * 0.0
     spread = abs(_nodal_energy(f2[:n, :n_noise], h, grid) - _nodal_energy(noise_factor, h, grid))
     shift = _nodal_energy(np.asarray(bias, dtype=float)[:n] - f2[:n, n_noise], h, grid)
-    return col * float(np.sqrt(max(0.0, 1.0 - k**2 * (spread + shift) / energy)))
+    return col * float(np.sqrt(max(0.0, 1.0 - k**2 * (c * spread + c**2 * shift) / energy)))

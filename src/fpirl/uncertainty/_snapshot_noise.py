@@ -410,8 +410,8 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     # the coarse fit of the resolution column runs next: this posterior's operators (band fields, the bordered
     # system where gamma is estimated) are not held through it (a lower peak; fresh pages are costly)
     del solver, bd, expected, res, op, source, snapshots
-    resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen)
-                  if resolve else None)
+    resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen,
+                                   sigma2) if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
     F[:n] -= np.outer(h.constant_mode().ravel(), mean_functional @ F[:n])
