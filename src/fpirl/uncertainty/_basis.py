@@ -119,10 +119,12 @@ def carry_coefficients(coef: np.ndarray, coarse, fine, batch: bool = False) -> n
     return out.reshape(coef.shape[0], -1) if batch else out[0]
 
 
-def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: bool) -> np.ndarray:
+def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: bool,
+                 confirmed: float = 1.0) -> np.ndarray:
     """Richardson estimate of the basis error of ``[theta; gamma]`` (module doc), noise removed by shrinkage.
 
-    ``noise_factor``: the noise columns of the posterior factor (coefficients, ``(n_coef, S)``).
+    ``noise_factor``: the noise columns of the posterior factor (coefficients, ``(n_coef, S)``); their energy is
+    scaled by ``confirmed`` (:func:`fpirl.uncertainty._resolution.confirmed_noise`: misfit taken for noise).
     Returns ``(n_coef + 1,)`` with the gamma entry zero when beta is given.
     """
     h, hc = inner.hermite_, coarse_est.hermite_
@@ -138,7 +140,7 @@ def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: b
         return v - v.reshape(v.shape[0], -1).mean(axis=1).reshape((-1,) + (1,) * grid.ndim)
 
     energy = float(np.sum(nodal(diff[:, None]) ** 2))
-    noise = float(np.sum(nodal(noise_factor) ** 2))
+    noise = float(confirmed) * float(np.sum(nodal(noise_factor) ** 2))
     shrink = float(np.sqrt(max(0.0, 1.0 - noise / energy))) if energy > 0 else 0.0
     col = np.append(diff, dg if estimated else 0.0) * scale * shrink
     return col
@@ -266,7 +268,8 @@ def add_basis_error(post, est, snapshots) -> None:
                                        getattr(inner, "beta_coarsening_", 1))
         post.factor[-1, n_noise] *= left
         post.bias[-1] *= left
-    col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated)
+    col = basis_column(inner, coarse, post.factor[:n, :n_noise], snapshots.grid, post.beta_estimated,
+                       1.0 if post.noise_confirmed is None else post.noise_confirmed)
     col[:n] -= h.constant_mode().ravel() * float(h.mean_functional().ravel() @ col[:n])
     post.basis = col
     post.factor = np.hstack([post.factor, col[:, None]])

@@ -81,7 +81,12 @@ class CoefficientPosterior:
     beta_simpson : float, optional
         beta of that refit.
     time_step_z : float, optional
-        ``|gamma - 1/beta_simpson|`` in standard deviations of ``gamma`` under the snapshot noise alone.
+        ``|gamma - 1/beta_simpson|`` in standard deviations of ``gamma`` under the snapshot noise alone (beta given:
+        psi's step, :func:`fpirl.uncertainty._time_step.psi_step_z`).
+    noise_confirmed : float, optional
+        Snapshot-noise posterior: the share of ``noise_variance`` the snapshots' time differences confirm
+        (:func:`fpirl.uncertainty._resolution.confirmed_noise`; scales the noise terms of the systematic columns'
+        shrinkage).
     simpson_fit : PotentialEstimator, optional
         That refit (:func:`fpirl.uncertainty._time_step.simpson_point` may make it the point estimate).
     """
@@ -107,6 +112,7 @@ class CoefficientPosterior:
     time_step: np.ndarray | None = None
     beta_simpson: float | None = None
     time_step_z: float | None = None
+    noise_confirmed: float | None = None
     simpson_fit: object = field(default=None, repr=False)
 
     # ------------------------------------------------------------------------------------

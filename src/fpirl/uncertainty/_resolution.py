@@ -252,7 +252,7 @@ def confirmed_noise(snapshots, normalize: bool, noise: str, sigma2: float) -> fl
 
 
 def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray, bias: np.ndarray, posterior,
-                     noise: str, rng, sigma2: float | None = None) -> np.ndarray | None:
+                     noise: str, rng, confirmed: float = 1.0) -> np.ndarray | None:
     """The resolution column, shrunk by the noise of ``x_h - x_{2h}`` (module doc).
 
     Parameters
@@ -273,9 +273,9 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
         The noise shape of the fine posterior.
     rng : seed or Generator
         For the ``2h`` posterior's draws.
-    sigma2 : float, optional
-        The fine posterior's noise level; the noise terms of the shrinkage are scaled by :func:`confirmed_noise`
-        (its square for the biases), so that misfit taken for noise does not remove the column (module doc).
+    confirmed : float
+        :func:`confirmed_noise` of the fine posterior: the noise terms of the shrinkage are scaled by it (its square
+        for the biases), so that misfit taken for noise does not remove the column (module doc).
 
     Returns
     -------
@@ -291,7 +291,7 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
     col = k * (_state(inner) - _state(est2h))
     if not estimated:
         col = col[:-1]
-    c = 1.0 if sigma2 is None else confirmed_noise(snapshots, inner.normalize, noise, sigma2)
+    c = float(confirmed)
     try:
         post2h = posterior(est2h, data, noise=noise, n_draws=COARSE_DRAWS, rng=rng, rtol=COARSE_RTOL, resolve=False)
     except FpirlInputError:

@@ -69,7 +69,7 @@ from ..core._errors import FpirlInputError
 from ._batched import BatchedDraws, draw_vectors
 from ._reduced_noise import _noise
 from ._expected import ExpectedResidual
-from ._resolution import resolution_error
+from ._resolution import confirmed_noise, resolution_error
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
@@ -410,8 +410,9 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     # the coarse fit of the resolution column runs next: this posterior's operators (band fields, the bordered
     # system where gamma is estimated) are not held through it (a lower peak; fresh pages are costly)
     del solver, bd, expected, res, op, source, snapshots
+    confirmed = confirmed_noise(given, inner.normalize, noise, sigma2) if resolve else None
     resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen,
-                                   sigma2) if resolve else None)
+                                   confirmed) if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
     F[:n] -= np.outer(h.constant_mode().ravel(), mean_functional @ F[:n])
@@ -419,7 +420,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         F = np.vstack([F, np.zeros((1, F.shape[1]))])
     return CoefficientPosterior(h, theta, gamma, F, method="posterior", noise_variance=sigma2,
                                 beta_estimated=estimated, noise_model=noise, bias=F[:, F.shape[1] - 1 - n_res].copy(),
-                                resolution=None if resolution is None else F[:, -1].copy())
+                                resolution=None if resolution is None else F[:, -1].copy(), noise_confirmed=confirmed)
 
 
 def matrix_free_posterior_seconds(est) -> float | None:
