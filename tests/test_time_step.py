@@ -132,7 +132,7 @@ def test_psi_step_is_measured_on_the_nodes_against_the_noise_columns(double_well
 
 def test_beta_given_switches_to_simpson_where_psi_step_stands_out(double_well):
     """Noise-free double well in a walled box, snapshots 0.02 apart: the start's fast modes make the midpoint
-    rows' psi 15% off (measured 15.1%); the step is ~8 noise deviations and the Simpson fit replaces it (5.8%)."""
+    rows. psi 15% off (measured 15.3%); the step is ~8 noise deviations and the Simpson fit replaces it (6.2%)."""
     s, true = double_well
     est = PotentialEstimator(hermite_elements=4, beta=2.0).fit(s)
     post, fit = uncertainty_and_point(est, "auto", s)
