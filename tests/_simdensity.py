@@ -34,6 +34,13 @@ def write_fp_density(path, elements: int, n_times: int, beta: float = 4.0):
     return path
 
 
+def _noisy(values: np.ndarray, noise: float, seed: int) -> np.ndarray:
+    """A copy of ``values`` with multiplicative noise of relative std ``noise`` (seeded), clipped at 0."""
+    if not noise:
+        return values.copy()
+    return np.clip(values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)), 0, None)
+
+
 @functools.lru_cache(maxsize=4)
 def _walled_run(elements: int):
     """The noise-free run of :func:`coarse_step_walled` (cached: several tests share it; its arrays are not written)."""
@@ -60,8 +67,7 @@ def coarse_step_walled(elements: int = 16, noise: float = 0.0, seed: int = 0):
     on a walled ``elements^2`` grid of ``[-3, 3]^2``, from the finite-volume solver, with multiplicative noise of
     relative std ``noise``; the potential is not in the Hermite space."""
     g, times, values, true = _walled_run(elements)
-    noisy = values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)) if noise else values.copy()
-    return DensitySnapshots(g, times, np.clip(noisy, 0, None)), true.copy()
+    return DensitySnapshots(g, times, _noisy(values, noise, seed)), true.copy()
 
 
 @functools.lru_cache(maxsize=2)
@@ -86,8 +92,7 @@ def double_well_walled(elements: int = 24, noise: float = 0.0, seed: int = 0):
     multiplicative noise of relative std ``noise``: the start excites fast modes that the midpoint rows integrate
     poorly."""
     g, times, values, true = _double_well_run(elements)
-    noisy = values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)) if noise else values.copy()
-    return DensitySnapshots(g, times, np.clip(noisy, 0, None)), true.copy()
+    return DensitySnapshots(g, times, _noisy(values, noise, seed)), true.copy()
 
 
 def walled_rectangle(noise: float = 0.0, seed: int = 1):
@@ -95,9 +100,7 @@ def walled_rectangle(noise: float = 0.0, seed: int = 1):
     apart (finite volumes) of ``0.6 cos(u_0 + 0.3) + 0.35 cos(u_1 - 0.7) + 0.3 sin u_0 sin u_1`` (``u`` one period
     across the box), multiplicative noise of relative std ``noise``: an odd grid too coarse to coarsen."""
     g, times, values, true = _rectangle_run()
-    if noise:
-        values = np.clip(values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)), 0, None)
-    return DensitySnapshots(g, times, values.copy()), true.copy()
+    return DensitySnapshots(g, times, _noisy(values, noise, seed)), true.copy()
 
 
 @functools.lru_cache(maxsize=1)
