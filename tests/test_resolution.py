@@ -139,23 +139,25 @@ def test_refined_column_brings_the_band_with_walls_into_range():
     assert np.mean(np.abs(err) <= 1.645 * without) < 0.6
 
 
-def test_beta_from_block_means_is_given_to_the_coarse_fit():
+def test_beta_from_block_means_is_given_to_the_coarse_fit(monkeypatch):
     """30 x 18 walled elements, 6 Hermite elements, 2% noise: beta comes from block means, and the grid is too
     coarse to coarsen (refined to 45 x 27). The refined fit estimated its own beta from spline-interpolated noise
     (7.3 for a true 2) and beta's interval was [0.65, inf]; it now takes the fit's beta: the column has no 1/beta
     entry and the interval is finite and covers the truth (measured [1.747, 2.316])."""
     from _simdensity import walled_rectangle
 
+    import fpirl.uncertainty._resolution as resolution
     from fpirl.uncertainty import posterior
-    from fpirl.uncertainty._resolution import coarse_grid_fit
 
+    seen, original = [], resolution.coarse_grid_fit
+    monkeypatch.setattr(resolution, "coarse_grid_fit", lambda *a: seen.append(original(*a)) or seen[-1])
     s, _ = walled_rectangle(noise=0.02)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = PotentialEstimator(hermite_elements=6, estimate_beta=True).fit(s)
         assert est.beta_coarsening_ > 1
-        fitted, data, k = coarse_grid_fit(est, s)
         post = posterior(est, s, rng=0)
+    fitted, data, k = seen[0]  # the posterior's coarse fit
     assert k < 0 and data.grid.elements == (45, 27)
     assert not fitted.estimate_beta and fitted.beta_ == est.beta_
     assert post.resolution is not None and post.resolution[-1] == 0.0
