@@ -34,8 +34,9 @@ that excites fast modes, ``dt = 0.02`` already too coarse), the mixture's 6-20% 
 gave a mean psi error of 8.58%, switching at ``z > 4`` 6.97% (26 switched), always 6.83%; at 4 the rule beat never
 switching on all 20 held-out halves of a two-fold cross-validation (10 random splits), where the thresholds chosen
 on the other half were 0-4. Losses: near equilibrium (``dt = 0.1``, a broad start) the step stood out (z 7-14) and
-Simpson's psi was worse (4.3% -> 6.4%, 4.7% -> 6.8%): the step there is Simpson's end weights acting on the basis
-misfit, as in the validation of beta's rule below. 4 is shipped, the conservative end of what cross-validation chose.
+Simpson's psi was worse (4.3% -> 6.4%, 4.7% -> 6.8%): the step there is the rules' different weighting of the rows
+acting on the basis misfit (at 8 Hermite elements Simpson wins there too, 3.3% -> 1.5%), as in the validation of
+beta's rule below. 4 is shipped, the conservative end of what cross-validation chose.
 
 **The point estimate, beta estimated** (:func:`simpson_point`, used by ``fpirl fit`` through
 :func:`fpirl.uncertainty.uncertainty_and_point`). The step is measured against the noise,
