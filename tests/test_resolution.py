@@ -177,11 +177,11 @@ def test_confirmed_noise_is_the_share_of_the_noise_level_the_time_differences_se
     smooth = np.exp(-np.sum((x[None] - 0.3 * np.stack([np.cos(t), np.sin(t)], -1)[:, None, None]) ** 2, -1) / 0.3)
     sigma = 0.03
     mult = DensitySnapshots(grid, t, smooth * (1 + sigma * rng.standard_normal(smooth.shape)))
-    assert confirmed_noise(mult, False, "multiplicative", sigma**2) == pytest.approx(1.0, abs=0.1)
-    assert confirmed_noise(mult, False, "multiplicative", 4 * sigma**2) == pytest.approx(0.25, rel=0.1)
+    assert confirmed_noise(mult, "multiplicative", sigma**2) == pytest.approx(1.0, abs=0.1)
+    assert confirmed_noise(mult, "multiplicative", 4 * sigma**2) == pytest.approx(0.25, rel=0.1)
     add = DensitySnapshots(grid, t, 0.3 + smooth + sigma * rng.standard_normal(smooth.shape))
-    assert confirmed_noise(add, False, "additive", 4 * sigma**2) == pytest.approx(0.25, rel=0.1)
-    assert confirmed_noise(DensitySnapshots(grid, t, smooth), False, "multiplicative", sigma**2) < 0.01
+    assert confirmed_noise(add, "additive", 4 * sigma**2) == pytest.approx(0.25, rel=0.1)
+    assert confirmed_noise(DensitySnapshots(grid, t, smooth), "multiplicative", sigma**2) < 0.01
 
 
 def test_misfit_taken_for_noise_does_not_remove_the_resolution_column():

@@ -53,6 +53,7 @@ import numpy as np
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
 from ..estimators.identify import PotentialEstimator
+from ._resolution import _nodal_energy
 from ._snapshot_noise import _density_estimator
 from ._time_step import noise_sd_gamma
 
@@ -133,14 +134,8 @@ def basis_column(inner, coarse_est, noise_factor: np.ndarray, grid, estimated: b
     dg = 1.0 / inner.beta_ - 1.0 / coarse_est.beta_
     ratio = float(np.mean(np.asarray(h.elements, float) / np.asarray(hc.elements, float)))
     scale = 1.0 / (ratio**BASIS_ORDER - 1.0)
-    mats = [ax.matrix(c) for ax, c in zip(h.axes, grid.coords)]
-
-    def nodal(cols):
-        v = apply_along_axes(cols.T.reshape((-1,) + h.shape), mats)
-        return v - v.reshape(v.shape[0], -1).mean(axis=1).reshape((-1,) + (1,) * grid.ndim)
-
-    energy = float(np.sum(nodal(diff[:, None]) ** 2))
-    noise = float(confirmed) * float(np.sum(nodal(noise_factor) ** 2))
+    energy = _nodal_energy(diff, h, grid)
+    noise = float(confirmed) * _nodal_energy(noise_factor, h, grid)
     shrink = float(np.sqrt(max(0.0, 1.0 - noise / energy))) if energy > 0 else 0.0
     col = np.append(diff, dg if estimated else 0.0) * scale * shrink
     return col

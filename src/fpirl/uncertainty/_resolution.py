@@ -233,19 +233,17 @@ def _blocks(source, chunk: int = 8):
         yield source.read(start, min(source.n_times, start + chunk))
 
 
-def confirmed_noise(snapshots, normalize: bool, noise: str, sigma2: float) -> float:
+def confirmed_noise(source, noise: str, sigma2: float) -> float:
     """``min(1, rho)``: the share of the posterior's noise level that the snapshots' own time differences confirm
     (module doc), ``rho = sum_n V_n / (sigma^2 sum_n sum_k s_k[n]^2)`` with ``V`` the difference-based nodal noise
     variance (:func:`fpirl.weakform.noise_bias.snapshot_noise_variance`, summed over the snapshots) and ``s_k`` the
-    noise shape (``p_k`` or 1) of the fitted (normalised) snapshots; 1 where ``V`` cannot be estimated."""
-    source = snapshots
-    if normalize:  # as fitted (the posterior's noise shape is of the normalised snapshots)
-        source = snapshots.normalize() if isinstance(snapshots, StreamingSnapshots) else snapshots.normalized()
+    noise shape (``p_k`` or 1). ``source``: the snapshots as fitted (normalised where the fit normalises; in memory
+    or streamed). 1 where ``V`` cannot be estimated."""
     nv = snapshot_noise_variance(source)
     if nv is None or not sigma2 > 0:
         return 1.0
     if noise == "multiplicative":
-        shape2 = sum(float(np.sum(np.asarray(block, dtype=float) ** 2)) for block in _blocks(source))
+        shape2 = sum(float(np.vdot(block, block)) for block in _blocks(source))
     else:
         shape2 = float(source.n_times * source.grid.size)
     return float(min(1.0, np.sum(nv.total) / (sigma2 * shape2))) if shape2 > 0 else 1.0

@@ -407,10 +407,10 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
         bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
     mean_functional = solver.m
+    confirmed = confirmed_noise(source, noise, sigma2) if resolve else None
     # the coarse fit of the resolution column runs next: this posterior's operators (band fields, the bordered
     # system where gamma is estimated) are not held through it (a lower peak; fresh pages are costly)
     del solver, bd, expected, res, op, source, snapshots
-    confirmed = confirmed_noise(given, inner.normalize, noise, sigma2) if resolve else None
     resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen,
                                    confirmed) if resolve else None)
     F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
