@@ -82,12 +82,15 @@ def test_a_correction_within_the_noise_is_not_applied(coupled):
 
 
 def test_fit_command_writes_the_corrected_beta(coupled, tmp_path, capsys):
-    """``fpirl fit --estimate-beta``: beta within 3%, the fitted beta in ``solver_beta_fitted``, a line saying so;
-    with ``--uncertainty none`` (no posterior, so no noise level to judge the step by) the fitted beta."""
+    """``fpirl fit --estimate-beta`` at 4 Hermite elements (where the basis error biases beta by more than 8%; the
+    default ``auto`` takes more elements on these data and needs no correction, checked last): beta within 3%,
+    the fitted beta in ``solver_beta_fitted``, a line saying so; with ``--uncertainty none`` (no posterior, so
+    no noise level to judge the step by) the fitted beta."""
     data = tmp_path / "d.nc"
     write_density(data, coupled)
     out, bare = tmp_path / "r.nc", tmp_path / "bare.nc"
-    assert main(["fit", str(data), "-o", str(out), "--estimate-beta", "--no-progress"]) == 0
+    four = ["--hermite-elements", "4"]
+    assert main(["fit", str(data), "-o", str(out), "--estimate-beta", "--no-progress", *four]) == 0
     assert "psi refitted at" in capsys.readouterr().out
     with xr.open_dataset(out) as ds:
         assert abs(ds.attrs["beta"] / BETA - 1) < 0.03 and ds.attrs["solver_beta_fitted"] / BETA - 1 > 0.08
@@ -96,10 +99,17 @@ def test_fit_command_writes_the_corrected_beta(coupled, tmp_path, capsys):
         assert ds.attrs["beta_correction_z"] == pytest.approx(ds.attrs["solver_beta_correction_z"])
         assert ds.attrs["beta_correction_z"] > 8
     gcv = tmp_path / "gcv.nc"  # the refit keeps the ridge the fit chose, and says how it was chosen
-    assert main(["fit", str(data), "-o", str(gcv), "--estimate-beta", "--no-progress", "--ridge", "gcv"]) == 0
+    assert main(["fit", str(data), "-o", str(gcv), "--estimate-beta", "--no-progress", "--ridge", "gcv", *four]) == 0
     assert "(chosen by GCV)" in capsys.readouterr().out
     with xr.open_dataset(gcv) as ds:
         assert ds.attrs["solver_ridge_selection"] == "gcv" and ds.attrs["solver_beta_basis_corrected"] == 1
-    assert main(["fit", str(data), "-o", str(bare), "--estimate-beta", "--no-progress", "--uncertainty", "none"]) == 0
+    assert main(["fit", str(data), "-o", str(bare), "--estimate-beta", "--no-progress", "--uncertainty", "none",
+                 *four]) == 0
     with xr.open_dataset(bare) as ds:
         assert ds.attrs["beta"] / BETA - 1 > 0.08 and "solver_beta_basis_corrected" not in ds.attrs
+    auto = tmp_path / "auto.nc"
+    assert main(["fit", str(data), "-o", str(auto), "--estimate-beta", "--no-progress", "--uncertainty", "none"]) == 0
+    assert "chosen by cross-validation" in capsys.readouterr().out
+    with xr.open_dataset(auto) as ds:
+        assert ds.attrs["solver_hermite_selection"] == "cv" and min(ds.attrs["hermite_elements"]) > 4
+        assert abs(ds.attrs["beta"] / BETA - 1) < 0.03

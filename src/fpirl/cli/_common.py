@@ -94,6 +94,10 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise "
              f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
         if settings.get("beta_basis_corrected") else []
+    if settings.get("hermite_selection") == "cv" and "hermite_cv_candidates" in settings:  # density data
+        lines.insert(0, f"Hermite elements {settings['hermite_elements']} per axis, chosen by cross-validation over "
+                        f"{settings.get('hermite_cv_blocks', 5)} blocks of time steps (candidates "
+                        f"{settings['hermite_cv_candidates'].replace(';', ' | ')})")
     if settings.get("time_scheme_switched"):
         given = "beta_midpoint" not in settings
         lines.insert(0, "the snapshot spacing's error stands out of the noise (a step of "

@@ -62,8 +62,9 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "table options)")
     p.add_argument("-o", "--output", metavar="RESULT.nc", required=True, help="result file to write (netCDF)")
     p.add_argument("--hermite-elements", metavar="auto|N|N1,N2,...", type=_hermite_elements, default=None,
-                   help="Hermite elements for psi, one number or one per axis (default 4 for density data); "
-                   "'auto' (the default for tables) chooses them by cross-validation over held-out tracks")
+                   help="Hermite elements for psi, one number or one per axis; 'auto' (the default) chooses them "
+                   "by cross-validation: over blocks of time steps for density data (1-3 axes; 4 elements with "
+                   "more axes), over held-out tracks for tables")
     beta = p.add_mutually_exclusive_group()
     beta.add_argument("--beta", metavar="B", type=_positive_float, help="known inverse temperature")
     beta.add_argument("--estimate-beta", action="store_true",
@@ -196,9 +197,6 @@ def _fit_density(args, out) -> int:
     used = [_flag(k) for k in _TABLE_OPTIONS if getattr(args, k) is not None]
     if used:
         raise FpirlInputError(f"{', '.join(used)} only apply to trajectory tables, not to {args.data!r}")
-    if args.hermite_elements == "auto":
-        raise FpirlInputError("--hermite-elements auto applies to trajectory tables; give N or N1,N2,... for "
-                              f"{args.data!r}")
     if args.beta is None and not args.estimate_beta:
         raise FpirlInputError("one of the arguments --beta --estimate-beta is required for density data")
     if args.uncertainty in ("bootstrap", "parametric"):
@@ -208,7 +206,7 @@ def _fit_density(args, out) -> int:
     check_scheduler(args.scheduler)
     snapshots = _density_source(args)
     grid = snapshots.grid
-    n_h = 4 if args.hermite_elements is None else args.hermite_elements
+    n_h = "auto" if args.hermite_elements is None else args.hermite_elements
     if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
         raise FpirlInputError(f"--hermite-elements has {len(n_h)} values for {grid.ndim} axes {grid.names}")
 

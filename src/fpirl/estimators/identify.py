@@ -36,6 +36,7 @@ from .._version import __version__ as _version
 from ..weakform.assembly import (DataMoments, NormalEquations, TIME_SCHEMES, assemble_normal_equations,  # noqa: F401
                                  reusable_moments)
 from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
+from .hermite_cv import HermiteCVMixin
 from ._beta_noise import (beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_leaves_beta_open,
                           noise_share, warn_left_open)
 from ..core.density import DensitySnapshots
@@ -48,13 +49,14 @@ from ._solvers import (  # noqa: F401  (public names of this module)
 )
 
 
-class PotentialEstimator(FittedPotentialMixin):
+class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
     """Identify ``psi`` (and optionally ``beta``) from density snapshots (eq. vsi_regression).
 
     Parameters
     ----------
-    hermite_elements : int or tuple of int
-        Cubic Hermite elements per axis for psi (``n_h,i``, coarser than the FE grid).
+    hermite_elements : int, tuple of int or 'auto'
+        Cubic Hermite elements per axis for psi (``n_h,i``, coarser than the FE grid); ``'auto'``
+        chooses them by cross-validation over blocks of time steps (:mod:`fpirl.estimators.hermite_cv`).
     beta : float, optional
         Inverse temperature, when fixed (the paper's experiments).
     estimate_beta : bool
@@ -78,20 +80,16 @@ class PotentialEstimator(FittedPotentialMixin):
         Assemble the normal equations as a map-reduce over snapshot chunks on Dask
         (:func:`fpirl.distributed.accumulate_normal_equations`; same result to rounding).
     solver : {'auto', 'assembled', 'matrix-free', 'interpolated-flux', 'gauss-flux', 'mixed-flux'}
-        ``'assembled'`` forms the normal matrix by sum factorisation (:mod:`fpirl.weakform.assembly`) and
-        solves it by Cholesky; ``'matrix-free'`` only applies it (:mod:`fpirl.weakform.matfree`) and solves
-        by preconditioned conjugate gradients, streaming over the snapshots (5-D);
-        ``'interpolated-flux'`` is the matrix-free path with the flux ``p grad psi`` interpolated
-        in the FE space (:mod:`fpirl.weakform.matfree_flux`: ``O(d)`` instead of ``3^d`` numbers per node,
-        for 6-D). ``'gauss-flux'`` integrates the flux at composite Gauss points instead, by sum
-        factorisation (:mod:`fpirl.weakform.matfree_gauss`: no interpolation error, no ``3^d`` band, but
-        about ``2^d`` times the interpolated flux's work and memory). ``'mixed-flux'``
-        (:mod:`fpirl.weakform.matfree_mixed`) takes 2 Gauss points per cell along the derivative axis
-        only and a corrected nodal rule across it: the exact quadrature's psi to about 0.1%, at about
-        twice the interpolated flux's cost. ``'auto'`` (default) picks the assembled path unless its
-        memory estimate (:func:`assembled_bytes`) exceeds :data:`ASSEMBLED_MEMORY_LIMIT` (or the data
-        stream), then the exact matrix-free path unless its band (:func:`band_bytes`) exceeds
-        :data:`BAND_MEMORY_LIMIT`, then the mixed flux.
+        ``'assembled'``: the normal matrix by sum factorisation (:mod:`fpirl.weakform.assembly`), Cholesky;
+        ``'matrix-free'``: only its products (:mod:`fpirl.weakform.matfree`), preconditioned CG, streaming
+        over the snapshots (5-D); ``'interpolated-flux'``: the flux ``p grad psi`` interpolated in the FE
+        space (:mod:`fpirl.weakform.matfree_flux`, ``O(d)`` numbers per node instead of ``3^d``; 6-D);
+        ``'gauss-flux'``: the flux at composite Gauss points by sum factorisation
+        (:mod:`fpirl.weakform.matfree_gauss`, exact, ~``2^d`` times the work); ``'mixed-flux'``: 2 Gauss
+        points along the derivative axis, a corrected nodal rule across it (:mod:`fpirl.weakform.matfree_mixed`,
+        the exact psi to ~0.1% at ~twice the interpolated cost). ``'auto'`` (default): assembled unless
+        :func:`assembled_bytes` exceeds :data:`ASSEMBLED_MEMORY_LIMIT` (or the data stream), then the
+        exact matrix-free path unless :func:`band_bytes` exceeds :data:`BAND_MEMORY_LIMIT`, then the mixed flux.
     cg_tol : float or None
         Relative residual at which the matrix-free CG solves stop; None (default): :data:`CG_TOL`
         of the path (1e-10 exact, 1e-6 the flux quadratures).
@@ -103,10 +101,9 @@ class PotentialEstimator(FittedPotentialMixin):
         With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
         (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).
     device : {'cpu', 'cuda'}
-        Where the matrix-free products of ``solver='mixed-flux'`` run: ``'cuda'`` batches all POD
-        modes on a GPU through CuPy (an optional dependency; :mod:`fpirl.weakform._device`), same
-        psi to the CG tolerance; the set-up and the other paths stay on the CPU. With ``'auto'``
-        the path must resolve to the mixed flux (6-D sizes), else a one-line error.
+        Where the products of ``solver='mixed-flux'`` run: ``'cuda'`` batches all POD modes on a GPU
+        through CuPy (optional; :mod:`fpirl.weakform._device`), same psi to the CG tolerance; the
+        path must resolve to the mixed flux, else a one-line error.
 
     Attributes
     ----------
@@ -137,14 +134,18 @@ class PotentialEstimator(FittedPotentialMixin):
         Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``
         (``matvecs``) and the wall time of the solve (``seconds``).
     noise_correction_ : dict or None
-        With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from
-        ``X^T g``, ``X^T c``, ``g.g``, ``g.c`` and ``c.c`` before solving (``normal_equations_``
-        keeps the uncorrected sums), and on the assembled path ``gamma_shift``, how far the correction
-        moved ``1/beta``; None otherwise or after the fallback to plain least squares.
+        With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from ``X^T g``,
+        ``X^T c``, ``g.g``, ``g.c``, ``c.c`` (``normal_equations_`` keeps the raw sums), and on the assembled
+        path ``gamma_shift`` (how far that moved ``1/beta``); None otherwise or after the fallback.
     beta_coarsening_ : int
         Nodes per axis averaged into one for beta (1: none; :mod:`fpirl.estimators._beta_noise`).
     settings_ : dict
+    hermite_cv_ : dict or None
+        With ``hermite_elements='auto'``: ``{elements: summed held-out RSS / g.g}`` per candidate; None
+        where the fixed default was taken (or elements were given).
     """
+
+    hermite_cv_ = None
 
     def __init__(
         self,
@@ -201,8 +202,9 @@ class PotentialEstimator(FittedPotentialMixin):
             ridge = DEFAULT_RIDGE if self.ridge is None else finite_number(self.ridge, "ridge")
             if not ridge >= 0:
                 raise FpirlInputError(f"ridge must be non-negative, got {self.ridge}")
-        elements = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1,
-                                  axis_names=grid.names)
+        elements = None if isinstance(self.hermite_elements, str) and self.hermite_elements == "auto" else \
+            check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1, axis_names=grid.names,
+                           auto=True)
         if self.time_scheme not in TIME_SCHEMES:
             raise FpirlInputError(f"time_scheme must be one of {', '.join(TIME_SCHEMES)}, got {self.time_scheme!r}")
         if not (isinstance(self.quadrature_points, (int, np.integer)) and 1 <= self.quadrature_points <= 10):
@@ -217,7 +219,7 @@ class PotentialEstimator(FittedPotentialMixin):
         return {"beta": beta, "ridge": ridge, "elements": elements}
 
     def fit(self, snapshots: DensitySnapshots, normal_equations: NormalEquations | None = None, *,
-            _moments: DataMoments | None = None) -> "PotentialEstimator":
+            _moments: DataMoments | None = None, _elements=None) -> "PotentialEstimator":
         """Fit psi (and beta) to density snapshots.
 
         Parameters
@@ -231,12 +233,18 @@ class PotentialEstimator(FittedPotentialMixin):
             ``_moments``), re-used when they match the settings (refits at other Hermite resolutions;
             :func:`fpirl.weakform.assembly.data_moments`). The assembled path keeps its moments in
             ``_moments`` (not copied, not pickled).
+        _elements : tuple of int, optional
+            Internal: the elements per axis that ``hermite_elements='auto'`` chose.
         """
         streaming = isinstance(snapshots, matfree.StreamingSnapshots)
         if not (isinstance(snapshots, DensitySnapshots) or streaming):
             raise FpirlInputError("fit expects DensitySnapshots (or StreamingSnapshots)")
         grid = snapshots.grid
         params = self._check_params(grid)
+        if _elements is not None:
+            params["elements"] = tuple(_elements)
+        elif params["elements"] is None:  # 'auto' (fpirl.estimators.hermite_cv)
+            return self._fit_auto(snapshots, normal_equations, _moments)
         if self.time_scheme == "simpson" and snapshots.n_times < 3 and normal_equations is None:
             raise FpirlInputError(f"time_scheme 'simpson' needs at least 3 snapshots, got {snapshots.n_times}")
         ridge = params["ridge"]

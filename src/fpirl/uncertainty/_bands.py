@@ -163,7 +163,10 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
     passes when ``--time-scheme`` was given); then the fit with beta's point estimate corrected for the Hermite
     basis error where that correction stands out of the noise (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`;
     ``post`` is moved to it), else ``est``.
-    ``fpirl fit`` recovers the MDP and writes the result from ``fit``."""
+    ``fpirl fit`` recovers the MDP and writes the result from ``fit``; a refit keeps how the Hermite elements
+    were chosen (``hermite_cv_`` and the ``settings_`` keys ``hermite_selection``, ``hermite_cv_*``)."""
+    chosen = {k: v for k, v in getattr(est, "settings_", {}).items() if k.startswith(("hermite_selection", "hermite_cv"))}
+    cv = getattr(est, "hermite_cv_", None)
     post = estimate_uncertainty(est, method, data, progress=progress)
     simpson = simpson_point(est, post) if switch_time_scheme else None
     if post is not None:
@@ -173,4 +176,8 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
         post = estimate_uncertainty(est, method, data, progress=progress)
         keep_time_step(post, first)
     better = basis_corrected_fit(est, post, data)
-    return post, (est if better is None else better)
+    fit = est if better is None else better
+    if chosen and hasattr(fit, "settings_"):
+        fit.settings_ = {**fit.settings_, **chosen}
+        fit.hermite_cv_ = cv
+    return post, fit

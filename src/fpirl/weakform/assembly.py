@@ -311,23 +311,47 @@ def data_moments(snapshots: DensitySnapshots, *, time_scheme: str = "midpoint", 
     taken from ``tables`` (the merged FE/Hermite rule, as the 1-D tables). ``source`` and
     ``normalize`` are recorded for :meth:`DataMoments.matches`.
     """
+    return block_moments(snapshots, 1, time_scheme=time_scheme, quadrature_points=quadrature_points, tables=tables,
+                         source=source, normalize=normalize)[0]
+
+
+def block_moments(snapshots: DensitySnapshots, blocks: int, *, time_scheme: str = "midpoint",
+                  quadrature_points: int = 3, tables=None, source=None, normalize: bool = False) -> list[DataMoments]:
+    """:func:`data_moments` of ``blocks`` contiguous blocks of the residual's time rows (``numpy.array_split``
+    of the ``K`` rows of :func:`time_pairs`), for cross-validation over time
+    (:mod:`fpirl.estimators.resolution`). The moments are sums over the rows, so the blocks' moments
+    add up to the moments of all rows (:func:`summed_moments`)."""
     grid = snapshots.grid
     if quadrature_points >= 2 or tables is None:
         ops = [fe_matrices(ax, max(int(quadrature_points), 2)) for ax in grid.axes]
     else:
         ops = tables
+    settings = (bool(normalize), time_scheme, int(quadrature_points))
+    out = []
     with one_blas_thread():
-        pbar, g, c = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
-        gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
-        W, q = time_modes(pbar)
-        padded = _padded(q, grid.periodic, 2)  # for both moments
-        second = _second_moment(q, grid.periodic, padded)
-        if W is not None:  # sum_k h_k pbar_k^T = sum_m (W^T h)_m q_m^T
-            g, c = (np.tensordot(W, h, axes=(0, 0)) for h in (g, c))
-        first_g, first_c = _first_moments([g, c], q, grid.periodic, padded)
-        del padded
-    return DataMoments(second, first_g, first_c, gg=gg, gc=gc, cc=cc, n_rows=n_rows, source=source,
-                       settings=(bool(normalize), time_scheme, int(quadrature_points)))
+        pbar_all, g_all, c_all = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
+        bounds = np.cumsum([0] + [len(r) for r in np.array_split(np.arange(pbar_all.shape[0]), blocks)])
+        for k0, k1 in zip(bounds[:-1], bounds[1:]):
+            pbar, g, c = pbar_all[k0:k1], g_all[k0:k1], c_all[k0:k1]  # views
+            gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
+            W, q = time_modes(pbar)
+            padded = _padded(q, grid.periodic, 2)  # for both moments
+            second = _second_moment(q, grid.periodic, padded)
+            if W is not None:  # sum_k h_k pbar_k^T = sum_m (W^T h)_m q_m^T
+                g, c = (np.tensordot(W, h, axes=(0, 0)) for h in (g, c))
+            first_g, first_c = _first_moments([g, c], q, grid.periodic, padded)
+            del padded
+            out.append(DataMoments(second, first_g, first_c, gg=gg, gc=gc, cc=cc, n_rows=n_rows, source=source,
+                                   settings=settings))
+    return out
+
+
+def summed_moments(parts: list[DataMoments]) -> DataMoments:
+    """The moments of all rows from those of disjoint blocks of rows (:func:`block_moments`): their sum."""
+    first = parts[0]
+    return DataMoments(sum(m.second for m in parts), sum(m.first_g for m in parts), sum(m.first_c for m in parts),
+                       gg=sum(m.gg for m in parts), gc=sum(m.gc for m in parts), cc=sum(m.cc for m in parts),
+                       n_rows=sum(m.n_rows for m in parts), source=first.source, settings=first.settings)
 
 
 def reusable_moments(given: DataMoments | None, source, snapshots: DensitySnapshots, *, normalize: bool,

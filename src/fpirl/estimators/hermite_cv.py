@@ -1,0 +1,144 @@
+r"""Hermite elements for density snapshots chosen by cross-validation over time (``hermite_elements='auto'``).
+
+The residual rows of eq. vsi_regression (one per test function and time step) are split into
+``F = 5`` contiguous blocks of time steps (blocks, not interleaved steps: the noise of one snapshot
+enters two neighbouring steps). For every candidate number of elements the normal equations of each
+block come from that block's own banded moments (:func:`fpirl.weakform.assembly.block_moments`; the
+blocks' moments add up to the fit's, which are then not recomputed); the training system of block
+``f`` is the total minus block ``f``, and its held-out residual follows from block ``f``'s sums alone,
+
+.. math::
+    \mathrm{RSS}_f(\theta) = \theta^T A_f \theta + 2\theta^T (b_f + \gamma c_f)
+        + (g\!\cdot\!g)_f + 2\gamma (g\!\cdot\!c)_f + \gamma^2 (c\!\cdot\!c)_f .
+
+The candidate with the smallest summed held-out ``RSS`` is fitted where it beats the fixed default
+(:data:`DEFAULT_ELEMENTS`) by more than one standard error of their paired per-block difference, else
+the default (:func:`chosen`): on 32 simulated data sets unlike the repository's (docs/benchmarks.md,
+"Hermite elements for density data") this rule kept most of the plain minimum's gain (geometric-mean
+psi error 6.1% at 4 elements, 4.1% with the minimum, 4.3% with this rule) and changed fewer fits
+(17 better, 2 worse by at most 9%, against 22 and 3).
+The training solves are those of the fit (relative ridge, :data:`~fpirl.estimators._ridge.DEFAULT_RIDGE`
+for ``ridge='gcv'``; zero-mean ``psi``) with ``gamma = 1/beta`` given, or, with beta estimated, held
+at the estimate of the fit at the fixed default (:data:`DEFAULT_ELEMENTS`, noise-corrected, with
+block means where that fit takes them): a plain least-squares ``1/beta`` per training system is biased
+by the snapshot noise by a different amount at each resolution, which misled the choice
+(docs/benchmarks.md, "Hermite elements for density data").
+
+Candidates: :data:`CV_ELEMENTS` by dimension, the same number on every axis, capped per axis at
+``max(4, N_i // 3)`` for ``N_i`` FE elements (at least three FE elements per Hermite element, never below
+the fixed default: with two, the 3-D fits on 10-16 nodes per axis chose 5 or 6 elements and lost) and at
+:data:`MAX_COEF` coefficients. Where the cross-validation does not
+apply, ``'auto'`` is the fixed default: four or more axes (each candidate costs a contraction and a
+factorisation of a 4-D normal matrix per block), fewer than 3 time steps, given normal equations, the
+matrix-free solvers, a Dask scheduler, one quadrature point, or fewer than two candidates.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..core._linalg import solve_spd
+from ..core.density import DensitySnapshots
+from ..core.hermite import HermiteSpace
+from ..weakform.assembly import block_moments, build_tables, contract_moments, summed_moments
+from ._ridge import DEFAULT_RIDGE
+from ._solvers import ASSEMBLED_MEMORY_LIMIT, assembled_bytes
+
+#: Elements per axis tried by ``hermite_elements='auto'``, by dimension.
+CV_ELEMENTS = {1: (3, 4, 5, 6, 8, 10, 12), 2: (3, 4, 5, 6, 8), 3: (3, 4, 5, 6)}
+#: Contiguous blocks of time steps (folds); fewer when there are fewer steps.
+CV_BLOCKS = 5
+#: Largest number of Hermite coefficients of a candidate.
+MAX_COEF = 4096
+#: Elements per axis where the cross-validation does not apply, or where no candidate beats it clearly
+#: (and of the pilot fit for beta).
+DEFAULT_ELEMENTS = 4
+#: FE elements per Hermite element at least (candidates above ``N_i // FE_PER_ELEMENT`` are capped, never below
+#: the default).
+FE_PER_ELEMENT = 3
+
+
+def candidate_elements(grid) -> list[tuple[int, ...]]:
+    """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text."""
+    out = []
+    for n in CV_ELEMENTS.get(grid.ndim, ()):
+        el = tuple(min(n, max(DEFAULT_ELEMENTS, e // FE_PER_ELEMENT)) for e in grid.elements)
+        if el not in out and HermiteSpace.on_grid(grid, el).n_coef <= MAX_COEF:
+            out.append(el)
+    return out
+
+
+def held_out_rss(parts, hermite: HermiteSpace, ridge: float, gamma: float) -> np.ndarray:
+    """Held-out ``RSS_f`` of each block ``f`` (module text) from the blocks' normal equations ``parts``."""
+    xtx = sum(p.xtx for p in parts)
+    rhs = sum(p.xtg + gamma * p.xtc for p in parts)
+    m = hermite.mean_functional().ravel()
+    out = []
+    for part in parts:
+        A = xtx - part.xtx
+        tr = float(np.trace(A))
+        M = hermite.add_h1_seminorm(A, ridge * tr / hermite.h1_seminorm_trace())
+        M += (tr / A.shape[0]) * np.outer(m, m)
+        b = part.xtg + gamma * part.xtc
+        theta = solve_spd(M, -(rhs - b), overwrite=True)
+        out.append(theta @ part.xtx @ theta + 2.0 * theta @ b + part.gg + 2.0 * gamma * part.gc + gamma**2 * part.cc)
+    return np.array(out)
+
+
+def chosen(scores: dict, default: tuple) -> tuple:
+    """The candidate with the smallest summed held-out RSS where it beats ``default``'s by more than one
+    standard error of their paired per-block difference (``sqrt(F)`` times its standard deviation over the
+    ``F`` blocks), else ``default``. ``scores``: per candidate, the held-out RSS of each block."""
+    best = min(scores, key=lambda el: scores[el].sum())
+    diff = scores[default] - scores[best]
+    se = float(np.std(diff, ddof=1) * np.sqrt(diff.size)) if diff.size > 1 else 0.0
+    return best if diff.sum() > se else default
+
+
+class HermiteCVMixin:
+    """``fit`` with ``hermite_elements='auto'`` for :class:`fpirl.estimators.identify.PotentialEstimator`."""
+
+    def _fit_auto(self, snapshots, normal_equations, moments):
+        """Choose the elements (module text), then fit at them; sets ``hermite_cv_`` (None where the
+        default was taken) and the ``settings_`` keys ``hermite_selection``, ``hermite_cv_blocks``, ``hermite_cv_candidates``,
+        ``hermite_cv_score`` (summed held-out RSS over ``g.g``)."""
+        grid = snapshots.grid
+        cands = candidate_elements(grid)
+        steps = snapshots.n_times - (2 if self.time_scheme == "simpson" else 1)
+        applies = (isinstance(snapshots, DensitySnapshots) and normal_equations is None and self.scheduler is None
+                   and self.solver in ("auto", "assembled") and self.quadrature_points >= 2 and len(cands) >= 2
+                   and steps >= 3 and assembled_bytes(grid, HermiteSpace.on_grid(grid, cands[-1])) <= ASSEMBLED_MEMORY_LIMIT)
+        if not applies:
+            self.fit(snapshots, normal_equations, _moments=moments, _elements=(DEFAULT_ELEMENTS,) * grid.ndim)
+            self.hermite_cv_ = None
+            self.settings_ = {**self.settings_, "hermite_selection": "default"}
+            return self
+        data = snapshots.normalized() if self.normalize else snapshots
+        n_blocks = min(CV_BLOCKS, steps)
+        blocks = block_moments(data, n_blocks, time_scheme=self.time_scheme,
+                               quadrature_points=self.quadrature_points, source=snapshots, normalize=self.normalize)
+        total = summed_moments(blocks)
+        if self.estimate_beta:  # 1/beta of the fit at the fixed default, held over the candidates
+            params = {**self.get_params(deep=False), "hermite_elements": DEFAULT_ELEMENTS, "progress": False}
+            with warnings.catch_warnings():  # the final fit shows the same warnings once
+                warnings.simplefilter("ignore")
+                gamma = 1.0 / type(self)(**params).fit(snapshots, _moments=total).beta_
+        else:
+            gamma = 1.0 / float(self.beta)
+        ridge = DEFAULT_RIDGE if self.ridge is None or isinstance(self.ridge, str) else float(self.ridge)
+        scores = {}
+        for el in tqdm(cands, desc="Hermite elements (CV)", disable=not self.progress, leave=False):
+            hermite = HermiteSpace.on_grid(grid, el)
+            tables = build_tables(grid, hermite, self.quadrature_points)
+            scores[el] = held_out_rss([contract_moments(m, tables) for m in blocks], hermite, ridge, gamma)
+        best = chosen(scores, (DEFAULT_ELEMENTS,) * grid.ndim)
+        self.fit(snapshots, _moments=total, _elements=best)
+        norm = total.gg if total.gg > 0 else 1.0
+        self.hermite_cv_ = {el: float(s.sum()) / norm for el, s in scores.items()}
+        self.settings_ = {**self.settings_, "hermite_selection": "cv", "hermite_cv_blocks": n_blocks,
+                          "hermite_cv_candidates": ";".join(",".join(map(str, el)) for el in scores),
+                          "hermite_cv_score": ";".join(f"{s.sum() / norm:.6g}" for s in scores.values())}
+        return self
