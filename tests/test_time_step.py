@@ -140,6 +140,15 @@ def test_beta_given_switches_to_simpson_where_psi_step_stands_out(double_well):
     assert "beta_midpoint" not in fit.settings_ and fit.settings_["time_step_z"] > TIME_STEP_MIN_Z_PSI
     assert post.time_step_z == fit.settings_["time_step_z"] and fit.beta_ == 2.0
     assert _psi_error(fit, s, true) < 0.5 * _psi_error(est, s, true)
+    # the switched fit's posterior keeps psi's step (midpoint minus an independent Simpson fit) as a column
+    ref = PotentialEstimator(hermite_elements=4, beta=2.0, time_scheme="simpson").fit(s)
+    step = np.ravel(est.coef_) - np.ravel(ref.coef_)
+    assert post.time_step[-1] == 0.0 and post.beta_simpson is None
+    np.testing.assert_allclose(post.time_step[:-1], step, rtol=1e-8, atol=1e-10 * np.abs(step).max())
+    np.testing.assert_array_equal(post.factor[:, -1], post.time_step)
+    sd = post.potential_std(s.grid.coords)
+    wide = np.mean(np.abs(fit.potential_on_grid() - est.potential_on_grid()) <= 1.645 * sd)
+    assert wide > 0.9  # the band reaches the midpoint fit
 
 
 def test_beta_given_keeps_the_midpoint_fit_within_the_noise_or_above_the_size_limit(coarse, double_well,

@@ -27,7 +27,10 @@ by the snapshot noise by a different amount at each resolution, which misled the
 Candidates: :data:`CV_ELEMENTS` by dimension, the same number on every axis, capped per axis at
 ``max(4, N_i // 3)`` for ``N_i`` FE elements (at least three FE elements per Hermite element, never below
 the fixed default: with two, the 3-D fits on 10-16 nodes per axis chose 5 or 6 elements and lost) and at
-:data:`MAX_COEF` coefficients. Where the cross-validation does not
+:data:`MAX_COEF` coefficients. Where beta is estimated from block means of ``c`` nodes per axis (the fit at
+the default takes them where the snapshot noise dominates, :mod:`fpirl.estimators._beta_noise`), the cap is
+``max(4, N_i // (3 c))``: beta's grid is ``c`` times coarser, and a Hermite space finer than it resolves
+biased beta with an interval that missed (4 of 4 such sets: docs/benchmarks.md). Where the cross-validation does not
 apply, ``'auto'`` is the fixed default: four or more axes (each candidate costs a contraction and a
 factorisation of a 4-D normal matrix per block), fewer than 3 time steps, given normal equations, the
 matrix-free solvers, a Dask scheduler, one quadrature point, or fewer than two candidates.
@@ -61,11 +64,12 @@ DEFAULT_ELEMENTS = 4
 FE_PER_ELEMENT = 3
 
 
-def candidate_elements(grid) -> list[tuple[int, ...]]:
-    """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text."""
+def candidate_elements(grid, coarsening: int = 1) -> list[tuple[int, ...]]:
+    """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text; ``coarsening``:
+    beta is fitted to block means of that many nodes per axis, and the cap applies to that coarser grid."""
     out = []
     for n in CV_ELEMENTS.get(grid.ndim, ()):
-        el = tuple(min(n, max(DEFAULT_ELEMENTS, e // FE_PER_ELEMENT)) for e in grid.elements)
+        el = tuple(min(n, max(DEFAULT_ELEMENTS, e // (FE_PER_ELEMENT * coarsening))) for e in grid.elements)
         if el not in out and HermiteSpace.on_grid(grid, el).n_coef <= MAX_COEF:
             out.append(el)
     return out
@@ -112,10 +116,7 @@ class HermiteCVMixin:
                    and self.solver in ("auto", "assembled") and self.quadrature_points >= 2 and len(cands) >= 2
                    and steps >= 3 and assembled_bytes(grid, HermiteSpace.on_grid(grid, cands[-1])) <= ASSEMBLED_MEMORY_LIMIT)
         if not applies:
-            self.fit(snapshots, normal_equations, _moments=moments, _elements=(DEFAULT_ELEMENTS,) * grid.ndim)
-            self.hermite_cv_ = None
-            self.settings_ = {**self.settings_, "hermite_selection": "default"}
-            return self
+            return self._fit_default(snapshots, normal_equations, moments)
         data = snapshots.normalized() if self.normalize else snapshots
         n_blocks = min(CV_BLOCKS, steps)
         blocks = block_moments(data, n_blocks, time_scheme=self.time_scheme,
@@ -125,7 +126,12 @@ class HermiteCVMixin:
             params = {**self.get_params(deep=False), "hermite_elements": DEFAULT_ELEMENTS, "progress": False}
             with warnings.catch_warnings():  # the final fit shows the same warnings once
                 warnings.simplefilter("ignore")
-                gamma = 1.0 / type(self)(**params).fit(snapshots, _moments=total).beta_
+                pilot = type(self)(**params).fit(snapshots, _moments=total)
+            gamma = 1.0 / pilot.beta_
+            if pilot.beta_coarsening_ > 1:  # beta from block means: the Hermite space must resolve their grid too
+                cands = candidate_elements(grid, pilot.beta_coarsening_)
+                if len(cands) < 2:
+                    return self._fit_default(snapshots, None, total)
         else:
             gamma = 1.0 / float(self.beta)
         ridge = DEFAULT_RIDGE if self.ridge is None or isinstance(self.ridge, str) else float(self.ridge)
@@ -141,4 +147,11 @@ class HermiteCVMixin:
         self.settings_ = {**self.settings_, "hermite_selection": "cv", "hermite_cv_blocks": n_blocks,
                           "hermite_cv_candidates": ";".join(",".join(map(str, el)) for el in scores),
                           "hermite_cv_score": ";".join(f"{s.sum() / norm:.6g}" for s in scores.values())}
+        return self
+
+    def _fit_default(self, snapshots, normal_equations, moments):
+        """The fit at :data:`DEFAULT_ELEMENTS` where the cross-validation does not apply."""
+        self.fit(snapshots, normal_equations, _moments=moments, _elements=(DEFAULT_ELEMENTS,) * snapshots.grid.ndim)
+        self.hermite_cv_ = None
+        self.settings_ = {**self.settings_, "hermite_selection": "default"}
         return self

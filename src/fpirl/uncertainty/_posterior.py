@@ -77,7 +77,11 @@ class CoefficientPosterior:
     time_step : ndarray (n_coef + 1,), optional
         beta estimated from in-memory snapshots (assembled midpoint or explicit fit): the time-step error of
         ``gamma``, the fit minus its refit with Simpson's rows (:mod:`fpirl.uncertainty._time_step`; zero psi
-        entries), the last column of ``factor``.
+        entries), the last column of ``factor``. Beta given, on the posterior of a fit switched to Simpson's rows:
+        psi's step between the two rules (zero ``gamma`` entry).
+    psi_step : ndarray (n_coef,), optional
+        Beta given: psi's coefficients of the midpoint fit minus those of its Simpson refit (kept for the
+        switched fit's column, :func:`fpirl.uncertainty._time_step.keep_time_step`).
     beta_simpson : float, optional
         beta of that refit.
     time_step_z : float, optional
@@ -112,6 +116,7 @@ class CoefficientPosterior:
     time_step: np.ndarray | None = None
     beta_simpson: float | None = None
     time_step_z: float | None = None
+    psi_step: np.ndarray | None = field(default=None, repr=False)
     noise_confirmed: float | None = None
     simpson_fit: object = field(default=None, repr=False)
 

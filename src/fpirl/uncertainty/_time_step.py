@@ -22,7 +22,8 @@ where it does not (5% noise: the noise correction weighs the rows of the two rul
 beta's interval, which errs on the safe side (measured there: [0.92, 1.37] -> [0.83, 1.82] for a true 1).
 Simpson fits, matrix-free fits, streamed data and fewer than 3 snapshots get no column.
 
-**Beta given** (no column). The refit is made too, and its psi step is measured on the FE nodes,
+**Beta given** (a psi column only where the fit switches). The refit is made too, and its psi step is measured
+on the FE nodes,
 ``z = sqrt(sum_nodes (psi_midpoint - psi_Simpson)^2 / sum_nodes Var_noise(psi))`` (both zero-mean; the variance
 from the posterior's noise columns; :func:`psi_step_z`), where the fit is small enough: nodes x coefficients at
 most :data:`GIVEN_MAX_WORK` (2-D and 3-D grids; the 4-D benchmark, 15^4 nodes x 4,096 coefficients, is 6 times
@@ -36,7 +37,11 @@ switching on all 20 held-out halves of a two-fold cross-validation (10 random sp
 on the other half were 0-4. Losses: near equilibrium (``dt = 0.1``, a broad start) the step stood out (z 7-14) and
 Simpson's psi was worse (4.3% -> 6.4%, 4.7% -> 6.8%): the step there is the rules' different weighting of the rows
 acting on the basis misfit (at 8 Hermite elements Simpson wins there too, 3.3% -> 1.5%), as in the validation of
-beta's rule below. 4 is shipped, the conservative end of what cross-validation chose.
+beta's rule below. 4 is shipped, the conservative end of what cross-validation chose. Where the fit switches, psi's
+step (midpoint minus Simpson coefficients) becomes a systematic column of the Simpson fit's posterior, as the
+``1/beta`` step does with beta estimated: Simpson's rows leave a time error of their own, and with the Hermite
+elements chosen by cross-validation (a basis column that no longer hides it) the band of a double well sampled every
+``dt = 0.1`` covered 45% of the nodes without it (docs/benchmarks.md, "Hermite elements for density data").
 
 **The point estimate, beta estimated** (:func:`simpson_point`, used by ``fpirl fit`` through
 :func:`fpirl.uncertainty.uncertainty_and_point`). The step is measured against the noise,
@@ -132,6 +137,7 @@ def add_time_step_error(post, inner: PotentialEstimator, snapshots) -> Potential
     if not post.beta_estimated:
         step = np.asarray(inner.coef_, dtype=float).ravel() - np.asarray(ref.coef_, dtype=float).ravel()
         post.time_step_z = psi_step_z(post, step, snapshots.grid)
+        post.psi_step = step
         return ref
     step = 1.0 / inner.beta_ - 1.0 / ref.beta_
     sd = noise_sd_gamma(post)
@@ -139,10 +145,14 @@ def add_time_step_error(post, inner: PotentialEstimator, snapshots) -> Potential
     return ref
 
 
-def _append_column(post, step: float, beta_simpson: float, z: float) -> None:
-    """The time-step column (``gamma`` entry ``step``, zero psi entries: module doc) appended to ``post.factor``."""
+def _append_column(post, step, beta_simpson: float | None, z: float) -> None:
+    """The time-step column appended to ``post.factor``: ``gamma`` entry ``step`` and zero psi entries (beta
+    estimated), or psi entries ``step`` (an array) and a zero ``gamma`` entry (beta given; module doc)."""
     col = np.zeros(post.factor.shape[0])
-    col[-1] = step
+    if np.ndim(step):
+        col[:-1] = step
+    else:
+        col[-1] = step
     post.time_step, post.beta_simpson, post.time_step_z = col, beta_simpson, z
     post.factor = np.hstack([post.factor, col[:, None]])
 
@@ -174,10 +184,14 @@ def simpson_point(est, post, min_z: float | None = None) -> PotentialEstimator |
 
 def keep_time_step(post, switched_from) -> None:
     """Append the midpoint fit's time-step column (``switched_from.time_step``) to the Simpson fit's posterior
-    ``post`` (in place), so that beta's interval still reaches the midpoint rule's estimate."""
+    ``post`` (in place), so that beta's interval still reaches the midpoint rule's estimate; with beta given, psi's
+    step (``switched_from.psi_step``), so that psi's bands do (module doc)."""
     if post is None:
         return
-    if switched_from.time_step is None:  # beta given: psi's step, no column
-        post.time_step_z = switched_from.time_step_z
+    if switched_from.time_step is None:  # beta given: psi's step
+        if switched_from.psi_step is None:
+            post.time_step_z = switched_from.time_step_z
+        else:
+            _append_column(post, switched_from.psi_step, None, switched_from.time_step_z)
         return
     _append_column(post, switched_from.time_step[-1], switched_from.beta_simpson, switched_from.time_step_z)
