@@ -136,3 +136,24 @@ def test_the_default_is_kept_unless_a_candidate_beats_it_by_more_than_one_standa
     assert chosen(marginal, d) == d
     worse = {d: base, (3, 3): base + 0.2}
     assert chosen(worse, d) == d
+
+
+def test_cli_default_says_how_the_elements_were_chosen(tmp_path, capsys):
+    import xarray as xr
+
+    from fpirl import write_density
+    from fpirl.cli import main
+
+    s = _snapshots(elements=12, n_times=9, noise=0.01)
+    data, few = tmp_path / "d.nc", tmp_path / "few.nc"
+    write_density(data, s)
+    write_density(few, DensitySnapshots(s.grid, s.times[:3], s.values[:3]))
+    for path, selection, line in ((data, "cv", "chosen by cross-validation over 5 blocks"), (few, "default", "the default")):
+        out = tmp_path / f"{selection}.nc"
+        assert main(["fit", str(path), "-o", str(out), "--beta", "4", "--no-progress", "--uncertainty", "none"]) == 0
+        assert line in capsys.readouterr().out
+        with xr.open_dataset(out) as ds:
+            assert ds.attrs["solver_hermite_selection"] == selection
+    assert main(["fit", str(data), "-o", str(tmp_path / "4.nc"), "--beta", "4", "--no-progress", "--uncertainty",
+                 "none", "--hermite-elements", "4"]) == 0
+    assert "Hermite elements" not in capsys.readouterr().out
