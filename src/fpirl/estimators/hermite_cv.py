@@ -83,15 +83,20 @@ def candidate_elements(grid, coarsening: int = 1) -> list[tuple[int, ...]]:
 
 def held_out_rss(parts, hermite: HermiteSpace, ridge: float, gamma: float) -> np.ndarray:
     """Held-out ``RSS_f`` of each block ``f`` (module text) from the blocks' normal equations ``parts``."""
-    xtx = sum(p.xtx for p in parts)
+    xtx = parts[0].xtx.copy()
+    for p in parts[1:]:
+        xtx += p.xtx
     rhs = sum(p.xtg + gamma * p.xtc for p in parts)
     m = hermite.mean_functional().ravel()
+    mm = np.outer(m, m)
     out = []
     for part in parts:
-        A = xtx - part.xtx
+        A = np.subtract(xtx, part.xtx)
         tr = float(np.trace(A))
         M = hermite.add_h1_seminorm(A, ridge * tr / hermite.h1_seminorm_trace())
-        M += (tr / A.shape[0]) * np.outer(m, m)
+        mm *= tr / A.shape[0]
+        M += mm
+        mm *= A.shape[0] / tr
         b = part.xtg + gamma * part.xtc
         theta = solve_spd(M, -(rhs - b), overwrite=True)
         out.append(theta @ part.xtx @ theta + 2.0 * theta @ b + part.gg + 2.0 * gamma * part.gc + gamma**2 * part.cc)
