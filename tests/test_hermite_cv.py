@@ -105,6 +105,8 @@ def test_auto_resolves_what_four_elements_cannot():
     assert set(auto.hermite_cv_) == set(candidate_elements(grid))
     assert min(auto.hermite_cv_, key=auto.hermite_cv_.get) == tuple(auto.hermite_.elements)
     assert fixed.hermite_cv_ is None and "hermite_selection" not in fixed.settings_
+    again = PotentialEstimator(hermite_elements=tuple(auto.hermite_.elements), beta=10.0).fit(s)  # the printed refit
+    np.testing.assert_allclose(again.coef_, auto.coef_, rtol=0, atol=1e-10 * np.abs(auto.coef_).max())
 
 
 def test_auto_with_beta_estimated_holds_the_default_fits_beta_over_the_candidates():
