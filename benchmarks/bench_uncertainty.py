@@ -30,7 +30,8 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    multiplicative noise: all 50 modes, as for measured data).
 6. The Hermite basis error (``--only basis``, issue 20): 12 seeded 2-D sets (spectral solver,
    trigonometric psi, beta = 4 given, 31 snapshots, 32^2 nodes, 5% multiplicative noise): coverage
-   of the 90% band at 4 and 8 Hermite elements with and without the basis column; and the noise-free
+   of the 90% band at 4 and 8 Hermite elements and at the cross-validated ``'auto'`` with and without the basis
+   column; and the noise-free
    data of part 2 with beta estimated: raw and corrected beta, interval.
 7. The bare fit against GEMM (``--only bare [--before SRC] [--rounds N]``, issue 20): the 4-D case of
    part 5, GEMM / ``fit --uncertainty none`` / GEMM in fresh processes, N rounds; ``--before SRC``
@@ -255,20 +256,22 @@ def basis_error(n_sets=12):
     true = true - grid.integrate(true) / grid.volume
     print("| n_h | coverage with the basis column (mean, min over sets) | without | s |")
     print("| --- | --- | --- | --- |")
-    for nh in (4, 8):
-        c1, c0 = [], []
+    for nh in (4, 8, "auto"):  # auto: the elements the cross-validation chose (fpirl.estimators.hermite_cv)
+        c1, c0, chosen = [], [], []
         t0 = time.perf_counter()
         for seed in range(n_sets):
             rng = np.random.default_rng(seed)
             s = DensitySnapshots(grid, times, clean * (1 + 0.05 * rng.standard_normal(clean.shape)))
             est = PotentialEstimator(hermite_elements=nh, beta=beta).fit(s)
+            chosen.append(int(est.hermite_.elements[0]))
             post = posterior(est, s, rng=seed)
             q = post.quantile(0.95)
             err = np.abs(est.potential_on_grid() - true)
             c1.append(np.mean(err <= q * post.potential_std(grid.coords)))
             post.factor = post.factor[:, :-1]
             c0.append(np.mean(err <= q * post.potential_std(grid.coords)))
-        print(f"| {nh} | {np.mean(c1):.3f}, {np.min(c1):.2f} | {np.mean(c0):.3f}, {np.min(c0):.2f} | "
+        label = nh if nh != "auto" else "auto (" + ", ".join(f"{n}: {chosen.count(n)}" for n in sorted(set(chosen))) + ")"
+        print(f"| {label} | {np.mean(c1):.3f}, {np.min(c1):.2f} | {np.mean(c0):.3f}, {np.min(c0):.2f} | "
               f"{time.perf_counter() - t0:.0f} |", flush=True)
     print("| psi | n_h | beta (raw) | order p | beta_corrected | 90% interval | covers 4 |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
