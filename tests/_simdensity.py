@@ -41,20 +41,26 @@ def _noisy(values: np.ndarray, noise: float, seed: int) -> np.ndarray:
     return np.clip(values * (1 + noise * np.random.default_rng(seed).standard_normal(values.shape)), 0, None)
 
 
-@functools.lru_cache(maxsize=4)
-def _walled_run(elements: int):
-    """The noise-free run of :func:`coarse_step_walled` (cached: several tests share it; its arrays are not written)."""
-    w = np.pi / 3
+def coupled_cosine(w: float, shift: float = 0.0):
+    """``(psi, grad)`` of ``0.6 cos(u_0 + 0.3) + 0.35 cos(u_1 - 0.7) + 0.3 sin(u_0) sin(u_1)``, ``u = w (x + shift)``
+    (2-D, outside every Hermite space)."""
 
     def psi(x):
-        u = (x + 3) * w
+        u = (x + shift) * w
         return 0.6 * np.cos(u[..., 0] + 0.3) + 0.35 * np.cos(u[..., 1] - 0.7) + 0.3 * np.sin(u[..., 0]) * np.sin(u[..., 1])
 
     def grad(x):
-        u = (x + 3) * w
+        u = (x + shift) * w
         return w * np.stack([-0.6 * np.sin(u[..., 0] + 0.3) + 0.3 * np.cos(u[..., 0]) * np.sin(u[..., 1]),
                              -0.35 * np.sin(u[..., 1] - 0.7) + 0.3 * np.sin(u[..., 0]) * np.cos(u[..., 1])], -1)
 
+    return psi, grad
+
+
+@functools.lru_cache(maxsize=4)
+def _walled_run(elements: int):
+    """The noise-free run of :func:`coarse_step_walled` (cached: several tests share it; its arrays are not written)."""
+    psi, grad = coupled_cosine(np.pi / 3, 3.0)
     g = Grid([-3, -3], [3, 3], elements, boundary="reflecting")
     times = 0.2 * np.arange(25)
     values = simulate_density(g, psi, grad, 1.0, von_mises_bump(g.lower, g.upper, [0.9, -1.2], 1.0), times)

@@ -14,7 +14,7 @@ from fpirl.forward import simulate_density, von_mises_bump
 from fpirl.weakform._reference import reference_normal_equations
 from fpirl.weakform.assembly import block_moments, build_tables, contract_moments, data_moments, summed_moments
 
-from _simdensity import _noisy, psi2, grad_psi2
+from _simdensity import _noisy, coupled_cosine, grad_psi2, psi2
 
 
 def _snapshots(elements=12, n_times=9, noise=0.0, seed=0):
@@ -70,17 +70,7 @@ def test_candidates_are_capped_by_the_grid_and_never_below_the_default():
 @functools.lru_cache(maxsize=1)
 def _sharp_run():
     """2-D periodic data of a potential with a narrow well (not resolved by 4 Hermite elements), beta = 10."""
-    w = np.pi
-
-    def psi(x):
-        return 0.6 * np.cos(w * x[..., 0] + 0.3) + 0.35 * np.cos(w * x[..., 1] - 0.7) \
-            + 0.3 * np.sin(w * x[..., 0]) * np.sin(w * x[..., 1])
-
-    def grad(x):
-        return w * np.stack([-0.6 * np.sin(w * x[..., 0] + 0.3) + 0.3 * np.cos(w * x[..., 0]) * np.sin(w * x[..., 1]),
-                             -0.35 * np.sin(w * x[..., 1] - 0.7) + 0.3 * np.sin(w * x[..., 0]) * np.cos(w * x[..., 1])],
-                            -1)
-
+    psi, grad = coupled_cosine(np.pi)
     grid = Grid([-1, -1], [1, 1], 32)
     times = 0.02 * np.arange(25)
     v = simulate_density(grid, psi, grad, 10.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 1.0), times)

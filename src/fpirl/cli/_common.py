@@ -96,7 +96,7 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
         if settings.get("beta_basis_corrected") else []
     if settings.get("hermite_selection") == "cv" and "hermite_cv_candidates" in settings:  # density data
         lines.insert(0, f"Hermite elements {settings['hermite_elements']} per axis, chosen by cross-validation over "
-                        f"{settings.get('hermite_cv_blocks', 5)} blocks of time steps (candidates "
+                        f"{settings['hermite_cv_blocks']} blocks of time steps (candidates "
                         f"{settings['hermite_cv_candidates'].replace(';', ' | ')}; the same fit without it: "
                         f"--hermite-elements {settings['hermite_elements']})")
     elif settings.get("hermite_selection") == "default":

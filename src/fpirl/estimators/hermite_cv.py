@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 from ..core._linalg import solve_spd
 from ..core.density import DensitySnapshots
 from ..core.hermite import HermiteSpace
-from ..weakform.assembly import block_moments, build_tables, contract_moments, summed_moments
+from ..weakform.assembly import block_moments, build_tables, contract_moments, summed_moments, time_overlap
 from ._ridge import DEFAULT_RIDGE
 from ._solvers import ASSEMBLED_MEMORY_LIMIT, assembled_bytes
 
@@ -89,15 +89,13 @@ def held_out_rss(parts, hermite: HermiteSpace, ridge: float, gamma: float) -> np
         xtx += p.xtx
     rhs = sum(p.xtg + gamma * p.xtc for p in parts)
     m = hermite.mean_functional().ravel()
-    mm = np.outer(m, m)
+    mm = np.outer(m, m)  # the zero-mean term, scaled per block
     out = []
     for part in parts:
         A = np.subtract(xtx, part.xtx)
         tr = float(np.trace(A))
         M = hermite.add_h1_seminorm(A, ridge * tr / hermite.h1_seminorm_trace())
-        mm *= tr / A.shape[0]
-        M += mm
-        mm *= A.shape[0] / tr
+        M += (tr / A.shape[0]) * mm
         b = part.xtg + gamma * part.xtc
         theta = solve_spd(M, -(rhs - b), overwrite=True)
         out.append(theta @ part.xtx @ theta + 2.0 * theta @ b + part.gg + 2.0 * gamma * part.gc + gamma**2 * part.cc)
@@ -123,7 +121,7 @@ class HermiteCVMixin:
         ``hermite_cv_score`` (summed held-out RSS over ``g.g``)."""
         grid = snapshots.grid
         cands = candidate_elements(grid)
-        steps = snapshots.n_times - (2 if self.time_scheme == "simpson" else 1)
+        steps = snapshots.n_times - time_overlap(self.time_scheme)  # time rows
         applies = (isinstance(snapshots, DensitySnapshots) and normal_equations is None and self.scheduler is None
                    and self.solver in ("auto", "assembled") and self.quadrature_points >= 2 and len(cands) >= 2
                    and steps >= 3 and assembled_bytes(grid, HermiteSpace.on_grid(grid, cands[-1])) <= ASSEMBLED_MEMORY_LIMIT

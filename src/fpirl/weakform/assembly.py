@@ -319,7 +319,7 @@ def block_moments(snapshots: DensitySnapshots, blocks: int, *, time_scheme: str 
                   quadrature_points: int = 3, tables=None, source=None, normalize: bool = False) -> list[DataMoments]:
     """:func:`data_moments` of ``blocks`` contiguous blocks of the residual's time rows (``numpy.array_split``
     of the ``K`` rows of :func:`time_pairs`), for cross-validation over time
-    (:mod:`fpirl.estimators.resolution`). The moments are sums over the rows, so the blocks' moments
+    (:mod:`fpirl.estimators.hermite_cv`). The moments are sums over the rows, so the blocks' moments
     add up to the moments of all rows (:func:`summed_moments`)."""
     grid = snapshots.grid
     if quadrature_points >= 2 or tables is None:
@@ -330,7 +330,8 @@ def block_moments(snapshots: DensitySnapshots, blocks: int, *, time_scheme: str 
     out = []
     with one_blas_thread():
         pbar_all, g_all, c_all = diffusion_and_rate(snapshots.values, snapshots.dt, ops, time_scheme)
-        bounds = np.cumsum([0] + [len(r) for r in np.array_split(np.arange(pbar_all.shape[0]), blocks)])
+        size, extra = divmod(pbar_all.shape[0], blocks)  # numpy.array_split's partition
+        bounds = [k * size + min(k, extra) for k in range(blocks + 1)]
         for k0, k1 in zip(bounds[:-1], bounds[1:]):
             pbar, g, c = pbar_all[k0:k1], g_all[k0:k1], c_all[k0:k1]  # views
             gg, gc, cc, n_rows = float(np.vdot(g, g)), float(np.vdot(g, c)), float(np.vdot(c, c)), int(g.size)
