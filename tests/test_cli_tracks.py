@@ -122,8 +122,7 @@ def _cases(tmp_path, df, valid_nc=None):
     bad_x.loc[40, "s"] = "oops"
     nan_x = df.copy()
     nan_x.loc[50, "a"] = np.nan
-    back = df.copy()
-    back.loc[[60, 120], "t"] = back.loc[[120, 60], "t"].to_numpy()  # track 100: frame 2 before frame 1
+    dup = pd.concat([df, df.iloc[[60]]])  # one observation twice
     single = df.groupby("id").head(1)
     good = write("good.csv", df)
     return {
@@ -132,7 +131,7 @@ def _cases(tmp_path, df, valid_nc=None):
         "non-numeric": ([write("bad.csv", bad_x), *COLS, *BOX], ["column 's'", "non-numeric", "'oops'", "row 41"]),
         "empty": ([write("empty.csv", df.iloc[:0]), *COLS, *BOX], ["empty table"]),
         "single observations": ([write("single.csv", single), *COLS, *BOX], ["no transitions", "single observation"]),
-        "time not increasing": ([write("back.csv", back), *COLS, *BOX], ["not increasing within track 100"]),
+        "duplicate time": ([write("dup.csv", dup), *COLS, *BOX], ["duplicate time", f"rows 61 and {len(df) + 1}"]),
         "all outside bounds": ([good, *COLS, "--boundary", "periodic", "--bounds", "2:3,2:3"],
                                ["every observation", "outside the given bounds"]),
         "nan position": ([write("nan.csv", nan_x), *COLS, *BOX], ["column 'a'", "nan", "row 51"]),

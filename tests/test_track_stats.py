@@ -115,7 +115,32 @@ def test_simulate_tracks_errors(readme_fit, cli, tmp_path):
     cli.assert_input_error(cli("simulate", d / "r.nc", "--tracks", 3, "--steps", 5, "--model", "fp", "-o",
                                tmp_path / "s.csv"), "--tracks")
     cli.assert_input_error(cli("compare", d / "tracks.csv", d / "r.nc", "-o", tmp_path / "c.png"), "two track tables")
+    # the column flags of fit name the --from table's columns: without --from they are refused
+    cli.assert_input_error(cli("simulate", d / "r.nc", "--tracks", 3, "--steps", 5, "--track", "agent", "-o",
+                               tmp_path / "s.csv"), "--track: columns of a --from table")
+    cli.assert_input_error(cli("simulate", d / "r.nc", "--steps", 5, "--time", "t", "-o", tmp_path / "s.nc"),
+                           "--time: columns of a --from table")
     cli.assert_only(tmp_path)
+
+
+def test_simulate_from_a_table_with_other_columns(readme_fit, cli, tmp_path):
+    """Starts from a table whose track and time columns are named otherwise (given as in fit), rows shuffled."""
+    d = readme_fit
+    obs = pd.read_csv(d / "tracks.csv")
+    other = obs.rename(columns={"agent": "cell", "t": "seconds"})
+    n = other["cell"].nunique()  # the first frame first (the tracks' first-seen order), the other rows shuffled
+    other = pd.concat([other.iloc[:n], other.iloc[n:].sample(frac=1.0, random_state=4)])
+    other.to_csv(tmp_path / "other.csv", index=False)
+    cli.assert_input_error(cli("simulate", d / "r.nc", "--tracks", 3, "--steps", 5, "--from", tmp_path / "other.csv",
+                               "-o", tmp_path / "s.csv"), "no column 'agent'")
+    args = ["--tracks", 40, "--steps", 5, "--seed", 2, "-o"]
+    proc = cli("simulate", d / "r.nc", "--from", tmp_path / "other.csv", "--track", "cell", "--time", "seconds",
+               "--state", "s", "--action", "a", *args, tmp_path / "s.csv")
+    assert proc.returncode == 0, proc.stderr
+    proc = cli("simulate", d / "r.nc", "--from", d / "tracks.csv", *args, tmp_path / "ref.csv")
+    assert proc.returncode == 0, proc.stderr
+    # the same starts (first observations of the same tracks) and the same seed: the same tracks
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s.csv"), pd.read_csv(tmp_path / "ref.csv"))
 
 
 def test_velocity_tracks_follow_the_kinematic_ar1(rng):

@@ -109,16 +109,17 @@ def kl_reference(data: DensitySnapshots) -> float:
 # tracks from a result fitted on a track table (``fpirl simulate --tracks``)
 # --------------------------------------------------------------------------------------------
 def result_table_columns(attrs) -> dict:
-    """``{track, time, state: [...], action: 'velocity' | [...] | None}`` recorded by ``fpirl fit`` on a table."""
-    keys = {"track": "table_track", "time": "table_time", "state": "table_state", "action": "table_action"}
-    missing = [v for v in keys.values() if v not in attrs]
-    if missing:
+    """``{track, time, state: [...], action: 'velocity' | [...] | None, stride}`` recorded by ``fpirl fit`` on a
+    table (:func:`fpirl.tracks.result_attrs.table_columns`, the lists split)."""
+    from .tracks.result_attrs import table_columns
+
+    cols = table_columns(attrs)
+    if any(cols[k] is None for k in ("track", "time", "state")):
         raise FpirlInputError("the result was not fitted on a track table (no table columns in its attrs); "
                               "simulate tracks needs one")
-    cols = {k: str(attrs[v]) for k, v in keys.items()}
     cols["state"] = [c for c in cols["state"].split(",") if c]
-    act = cols["action"].strip()
-    cols["action"] = None if not act else ("velocity" if act == "velocity" else act.split(","))
+    act = cols["action"]
+    cols["action"] = None if act is None else ("velocity" if act.strip() == "velocity" else act.split(","))
     return cols
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..core._errors import FpirlInputError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -142,6 +143,23 @@ def add_column_arguments(group, required_note: str = "") -> None:
     group.add_argument("--action", metavar="C3,C4|velocity",
                        help="action columns, or 'velocity' for backward differences of the states within a "
                        "track (default: the state alone is modelled)")
+
+
+def table_columns_for(args, attrs) -> dict:
+    """The ``read_tracks`` columns of a held-out or start table: those given on the command line
+    (:func:`add_column_arguments`), else those the result records, and the result's stride."""
+    from ..tracks.result_attrs import table_columns
+
+    out = table_columns(attrs)
+    for key in ("track", "time", "state", "action"):
+        if getattr(args, key, None) is not None:
+            out[key] = getattr(args, key)
+    missing = [f"--{k}" for k in ("track", "time", "state") if not out[k]]
+    if missing:
+        raise FpirlInputError(f"the result does not record its table columns; give {', '.join(missing)}")
+    if out["action"] is not None and not out["action"].strip():
+        out["action"] = None
+    return out
 
 
 def _print_uncertainty(extra) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..core._errors import FpirlInputError
-from ._common import EXIT_OK, _output_netcdf, _positive_int, _progress
+from ._common import EXIT_OK, _output_netcdf, _positive_int, _progress, add_column_arguments
 
 
 # --------------------------------------------------------------------------------------------
@@ -59,6 +59,8 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
     tracks.add_argument("--from", dest="start", metavar="TRACKS",
                         help="draw the starts from rows of this table (default: exp(-beta psi) on the grid)")
     tracks.add_argument("--seed", metavar="S", type=int, default=0, help="random seed (default 0)")
+    add_column_arguments(p.add_argument_group("columns of the --from table (default: the ones the result was fitted "
+                                              "with)"))
     p.add_argument("-o", "--output", metavar="SIM.nc|SIM.csv", required=True,
                    help="density dataset to write (SIM.csv with --tracks)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -76,6 +78,9 @@ def cmd_simulate(args) -> int:
         return cmd_simulate_tracks(args)
     if args.start is not None:
         raise FpirlInputError("--from needs --tracks N")
+    given = [f"--{k}" for k in ("track", "time", "state", "action") if getattr(args, k) is not None]
+    if given:
+        raise FpirlInputError(f"{', '.join(given)}: columns of a --from table, which needs --tracks N")
     args.model = args.model or "mdp"
 
     out = _output_netcdf(args.output, inputs=(args.result, args.initial))

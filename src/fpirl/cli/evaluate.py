@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..core._errors import FpirlInputError
-from ._common import EXIT_OK, add_column_arguments
+from ._common import EXIT_OK, add_column_arguments, table_columns_for
 
 
 def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,40 +18,14 @@ def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
                    '"persistent_random_walk": z}}')
 
 
-def _columns(args, attrs) -> dict:
-    """The columns given on the command line, else those the result records, and the stride."""
-    from ..tracks.result_attrs import table_columns
-
-    out = table_columns(attrs)
-    for key in ("track", "time", "state", "action"):
-        if getattr(args, key) is not None:
-            out[key] = getattr(args, key)
-    missing = [f"--{k}" for k in ("track", "time", "state") if not out[k]]
-    if missing:
-        raise FpirlInputError(f"the result does not record its table columns; give {', '.join(missing)}")
-    if out["action"] is not None and not out["action"].strip():
-        out["action"] = None
-    return out
-
-
 def cmd_evaluate(args) -> int:
     from ..evaluation.heldout import heldout_loglik
     from ..io.netcdf import read_result
-    from ..tracks.reading import read_tracks
+    from .tracks import read_with_result
 
     ds = read_result(args.result)
-    cols = _columns(args, ds.attrs)
-    stride = cols["stride"]
-    boundary = str(ds.attrs["boundary"])
-    bounds = None
-    if boundary == "periodic":  # positions are wrapped into the fitted period
-        from ..io.netcdf import grid_from_dataset
-
-        grid = grid_from_dataset(ds, "potential")
-        bounds = list(zip(grid.lower, grid.upper))
-    table = read_tracks(args.tracks, track=cols["track"], time=cols["time"], state=cols["state"],
-                        action=cols["action"], boundary=boundary, bounds=bounds, stride=stride,
-                        robust_box=False)  # every held-out row is scored (also outside the fitted box)
+    cols = table_columns_for(args, ds.attrs)
+    table = read_with_result(ds, args.tracks, args=args)
     kind = "velocity" if cols["action"] == "velocity" else ("explicit" if cols["action"] else "none")
     score = heldout_loglik(ds, table, kind=kind)
     if args.json:

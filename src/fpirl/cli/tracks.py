@@ -15,25 +15,27 @@ def is_table(path) -> bool:
     return Path(str(path)).suffix.lower() in TABLE_SUFFIXES
 
 
-def _read_with_result(ds, path, states_only: bool = False):
-    """Read a table with the columns (and the periodic box) of a result fitted on a table."""
-    import numpy as np
-
+def read_with_result(ds, path, states_only: bool = False, args=None):
+    """Read a table with the columns, stride (and periodic box) of a result fitted on a table; the
+    columns given in ``args`` (``--track --time --state --action``) take precedence."""
     from ..io.netcdf import grid_from_dataset
     from ..tracks.reading import read_tracks
     from ..workflows import result_table_columns
+    from ._common import table_columns_for
 
-    cols = result_table_columns(ds.attrs)
-    stride = int(np.asarray(ds.attrs.get("table_stride", 1)).reshape(()))
+    if args is None:
+        result_table_columns(ds.attrs)  # a result fitted on a table (one-line error if not)
+    cols = table_columns_for(args, ds.attrs)
     boundary = str(ds.attrs["boundary"])
     action = None if states_only else cols["action"]
     bounds = None
-    if boundary == "periodic":
+    if boundary == "periodic":  # positions are wrapped into the fitted period
         grid = grid_from_dataset(ds, "potential")
         keep = list(grid.state_axes) if action is None else range(grid.ndim)
         bounds = [(grid.lower[i], grid.upper[i]) for i in keep]
     return read_tracks(path, track=cols["track"], time=cols["time"], state=cols["state"], action=action,
-                       boundary=boundary, bounds=bounds, stride=stride, robust_box=False)
+                       boundary=boundary, bounds=bounds, stride=cols["stride"],
+                       robust_box=False)  # every row is kept (also outside the fitted box)
 
 
 def cmd_simulate_tracks(args) -> int:
@@ -43,8 +45,11 @@ def cmd_simulate_tracks(args) -> int:
     from ..workflows import simulate_track_table
 
     out = check_output_path(args.output, (".csv",), inputs=(args.result, args.start))
+    given = [f"--{k}" for k in ("track", "time", "state", "action") if getattr(args, k) is not None]
+    if given and args.start is None:
+        raise FpirlInputError(f"{', '.join(given)}: columns of a --from table; give --from TRACKS")
     ds = read_result(args.result)
-    start = None if args.start is None else _read_with_result(ds, args.start)
+    start = None if args.start is None else read_with_result(ds, args.start, args=args)
     df = simulate_track_table(ds, args.tracks, args.steps, rng=args.seed, start=start)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
     how = f"first observations of tracks in {args.start}" if start is not None else "exp(-beta psi) on the result's grid"
@@ -86,7 +91,7 @@ def cmd_compare_tracks(args) -> int:
         from ..io.netcdf import read_result
 
         ds = read_result(args.result)
-        obs, sim = (_read_with_result(ds, p, states_only=True) for p in (args.data, args.simulation))
+        obs, sim = (read_with_result(ds, p, states_only=True) for p in (args.data, args.simulation))
     else:
         obs, sim = (_read_plain(p, args) for p in (args.data, args.simulation))
     summary, so, ss = compare_tracks(obs, sim, max_lag=args.max_lag, random_state=args.seed)

@@ -7,8 +7,9 @@ columns. The rules (also in docs/formats.md):
   consecutive observations of the same track. Every such difference must be a whole multiple
   ``m dt`` within ``time_tolerance * dt``; ``m > 1`` means missing frames and splits the track into
   *segments* (a transition never spans a gap). ``dt`` is then refined to the total time spanned by
-  the tracks divided by their total number of frame steps. Rows of one track must appear in
-  increasing time (tracks may be interleaved, e.g. one row per agent and frame).
+  the tracks divided by their total number of frame steps. Rows may come in any order
+  (tracks interleaved, e.g. one row per agent and frame, or shuffled): they are grouped by track and
+  sorted by time; two rows of one track at the same time are an error.
 * **Stride.** ``stride=K`` keeps the frames ``0, K, 2K, ...`` of every track (frame index counted
   from the track's first observation); ``dt`` becomes ``K dt``.
 * **Velocity actions.** ``action='velocity'`` derives ``a_k = (s_k - s_{k-1}) / dt`` (backward
@@ -162,19 +163,14 @@ def _track_name(ids, code) -> str:
 
 
 def _frames(codes, t, ids, rows, dt, tol):
-    """Sampling interval and per-track frame index from the time column (rows sorted by track)."""
+    """Sampling interval and per-track frame index from the time column (rows sorted by track, then time)."""
     same = codes[1:] == codes[:-1]
     dtime = np.diff(t)
     bad = same & (dtime <= 0)
     if np.any(bad):
         i = int(np.flatnonzero(bad)[0])
-        tid = _track_name(ids, codes[i])
-        if dtime[i] == 0:
-            raise FpirlInputError(f"duplicate time {t[i]:g} in track {tid} (rows {rows(i)} and {rows(i + 1)})")
-        raise FpirlInputError(
-            f"time is not increasing within track {tid}: t={t[i + 1]:g} at row {rows(i + 1)} comes after "
-            f"t={t[i]:g} at row {rows(i)}"
-        )
+        raise FpirlInputError(f"duplicate time {t[i]:g} in track {_track_name(ids, codes[i])} "
+                              f"(rows {rows(i)} and {rows(i + 1)})")
     if not np.any(same):
         raise FpirlInputError(
             f"no transitions: all {len(ids)} tracks have a single observation (need two or more per track)"
@@ -248,7 +244,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     Returns
     -------
     TrackTable
-        Rows grouped by track (tracks in first-seen order, file order within a track), split into
+        Rows grouped by track (tracks in first-seen order, increasing time within a track), split into
         segments at missing frames and dropped rows; ``source`` records the columns and stride.
     """
     frame = _as_dataframe(path)
@@ -308,11 +304,15 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     _first_nonfinite(x, data_cols, rows, "position" if not actions else "value")
     codes = cols.codes
     del cols
-    if np.any(codes[1:] < codes[:-1]):  # interleaved tracks: group rows by track, file order within
-        order = np.argsort(codes, kind="stable")
+    same = codes[1:] == codes[:-1]
+    if np.any(codes[1:] < codes[:-1]) or np.any(same & (t[1:] < t[:-1])):
+        # interleaved tracks or rows out of time order: group by track, then by time (stable: equal
+        # times keep their file order, so a duplicate is reported with its file rows)
+        order = np.lexsort((t, codes))
         codes, t, x = codes[order], t[order], x[order]
         rows = _RowNumbers(order)
         del order
+    del same
     dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance))
     del rows
 
