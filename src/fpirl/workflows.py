@@ -19,6 +19,7 @@ import pandas as pd
 from .forward.track_paths import sample_joint_tracks, sample_velocity_tracks
 from .estimators.mobility import Mobility
 from .estimators.track_noise import TrackNoise
+from .tracks.result_attrs import table_columns
 
 MODELS = ("mdp", "fp")
 
@@ -111,8 +112,6 @@ def kl_reference(data: DensitySnapshots) -> float:
 def result_table_columns(attrs) -> dict:
     """``{track, time, state: [...], action: 'velocity' | [...] | None, stride}`` recorded by ``fpirl fit`` on a
     table (:func:`fpirl.tracks.result_attrs.table_columns`, the lists split)."""
-    from .tracks.result_attrs import table_columns
-
     cols = table_columns(attrs)
     if any(cols[k] is None for k in ("track", "time", "state")):
         raise FpirlInputError("the result was not fitted on a track table (no table columns in its attrs); "
