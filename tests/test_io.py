@@ -152,6 +152,28 @@ def test_negative_density(tmp_path, rng):
     _expect(_write_raw(tmp_path, ds), "negative")
 
 
+def test_rounding_negatives_read_as_zero(tmp_path, rng):
+    """Negatives within 1e-10 of the snapshot's maximum (a forward solver's rounding) are 0, eagerly
+    and streamed; just beyond that they are an error."""
+    from fpirl.core.density import ROUNDING_RTOL
+    from fpirl.weakform._streaming import StreamingSnapshots
+
+    ds = _good_ds(rng)
+    top = float(ds["density"][1].max())
+    ds["density"][1, 0, 0] = -0.5 * ROUNDING_RTOL * top
+    path = _write_raw(tmp_path, ds, "round.nc")
+    snaps = read_density(path)
+    assert snaps.values[1, 0, 0] == 0.0 and snaps.values.min() == 0.0
+    np.testing.assert_array_equal(snaps.values[0], ds["density"].values[0])
+    with StreamingSnapshots.open(path) as lazy:
+        np.testing.assert_array_equal(lazy.read(0, 3), snaps.values)
+    ds["density"][1, 0, 0] = -2 * ROUNDING_RTOL * top
+    msg = _expect(_write_raw(tmp_path, ds, "neg.nc"), "negative", "snapshot 1")
+    with StreamingSnapshots.open(tmp_path / "neg.nc") as lazy, pytest.raises(FpirlInputError, match="negative"):
+        lazy.read(0, 3)
+    assert f"{-2 * ROUNDING_RTOL * top:.3g}" in msg
+
+
 def test_nonuniform_coordinates(tmp_path, rng):
     ds = _good_ds(rng)
     x = ds["s"].values.copy()

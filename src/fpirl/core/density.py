@@ -8,6 +8,27 @@ from ._errors import FpirlInputError
 from .grid import Grid
 
 
+#: Negative values no larger than this fraction of their snapshot's maximum are rounding (of a forward
+#: solver, an interpolation) and read as 0; anything more negative is an error.
+ROUNDING_RTOL = 1e-10
+
+
+def nonnegative(values: np.ndarray) -> np.ndarray:
+    """``values`` ``(n_t, ...)`` with rounding negatives (:data:`ROUNDING_RTOL`) set to 0 (a copy only then);
+    a one-line :class:`FpirlInputError` for NaN, infinite or clearly negative values."""
+    if not np.all(np.isfinite(values)):
+        raise FpirlInputError("density contains NaN or infinite values")
+    if values.size and values.min() < 0:
+        flat = values.reshape(values.shape[0], -1)
+        tol = ROUNDING_RTOL * np.maximum(flat.max(axis=1), 0.0)
+        if np.any(flat.min(axis=1) < -tol):
+            k = int(np.argmax(flat.min(axis=1) < -tol))
+            raise FpirlInputError(f"density has negative values (min {flat[k].min():.3g} in snapshot {k}, "
+                                  f"whose maximum is {flat[k].max():.3g})")
+        values = np.maximum(values, 0.0)
+    return values
+
+
 class DensitySnapshots:
     """Time series of a probability density sampled at the nodes of a :class:`Grid`.
 
@@ -18,7 +39,8 @@ class DensitySnapshots:
     times : array_like, shape (n_t,)
         Strictly increasing, uniformly spaced snapshot times (at least two).
     values : array_like, shape ``(n_t, *grid.shape)``
-        Non-negative, finite density values at the nodes.
+        Non-negative, finite density values at the nodes (negatives within :data:`ROUNDING_RTOL` of a
+        snapshot's maximum are rounding and read as 0).
 
     Raises
     ------
@@ -38,12 +60,9 @@ class DensitySnapshots:
             raise FpirlInputError(f"need at least two density snapshots, got {values.shape[0]}")
         if times.size != values.shape[0]:
             raise FpirlInputError(f"{times.size} times for {values.shape[0]} snapshots")
-        if not np.all(np.isfinite(values)):
-            raise FpirlInputError("density contains NaN or infinite values")
+        values = nonnegative(values)
         if not np.all(np.isfinite(times)):
             raise FpirlInputError("times contain NaN or infinite values")
-        if np.any(values < 0):
-            raise FpirlInputError(f"density has negative values (min {values.min():.3g})")
         steps = np.diff(times)
         if np.any(steps <= 0):
             raise FpirlInputError("times must be strictly increasing")

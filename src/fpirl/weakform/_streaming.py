@@ -12,7 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from ..core._errors import FpirlInputError, reason
-from ..core.density import DensitySnapshots
+from ..core.density import DensitySnapshots, nonnegative
 from ..core.grid import Grid
 from pathlib import Path
 import xarray as xr
@@ -119,10 +119,7 @@ class StreamingSnapshots:
             where = f" of {str(self.path)!r}" if getattr(self, "path", None) else ""
             raise FpirlInputError(f"cannot read snapshots {start}-{stop - 1}{where}: corrupt or unreadable data "
                                   f"({reason(exc)})") from None
-        if not np.all(np.isfinite(v)):
-            raise FpirlInputError("density contains NaN or infinite values")
-        if np.any(v < 0):
-            raise FpirlInputError(f"density has negative values (min {v.min():.3g})")
+        v = nonnegative(v)
         if self._normalized:
             mass = np.atleast_1d(self.grid.integrate(v))
             if np.any(mass <= 0):
