@@ -121,7 +121,7 @@ def _cases(tmp_path, df, valid_nc=None):
     bad_x = df.astype({"s": object})
     bad_x.loc[40, "s"] = "oops"
     nan_x = df.copy()
-    nan_x.loc[50, "a"] = np.nan
+    nan_x.loc[50, "a"] = np.inf
     dup = pd.concat([df, df.iloc[[60]]])  # one observation twice
     single = df.groupby("id").head(1)
     good = write("good.csv", df)
@@ -134,7 +134,7 @@ def _cases(tmp_path, df, valid_nc=None):
         "duplicate time": ([write("dup.csv", dup), *COLS, *BOX], ["duplicate time", f"rows 61 and {len(df) + 1}"]),
         "all outside bounds": ([good, *COLS, "--boundary", "periodic", "--bounds", "2:3,2:3"],
                                ["every observation", "outside the given bounds"]),
-        "nan position": ([write("nan.csv", nan_x), *COLS, *BOX], ["column 'a'", "nan", "row 51"]),
+        "infinite value": ([write("inf.csv", nan_x), *COLS, *BOX], ["column 'a'", "infinite", "row 51"]),
         "wrong number of bounds": ([good, *COLS, "--bounds", "-1:1"], ["1 bounds for 2 modelled axes"]),
         "lo >= hi": ([good, *COLS, "--bounds", "-1:1,1:-1"], ["lo < hi"]),
         "periodic without bounds": ([good, *COLS, "--boundary", "periodic"], ["needs bounds"]),

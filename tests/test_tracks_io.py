@@ -59,6 +59,24 @@ def test_round_trip_interleaved_rows(tmp_path, walk, fmt):
                          "stride": 1}
 
 
+def test_missing_values_are_missing_frames(tmp_path):
+    """A row with an empty time or value is dropped with a warning and splits its track, as its absence would."""
+    t = np.arange(8, dtype=float)
+    df = pd.DataFrame({"id": [7] * 8, "t": t, "x": np.arange(8.0) ** 2})
+    absent = read_tracks(df.drop(index=[3, 5]), track="id", time="t", state="x", action="velocity")
+    holes = df.astype({"t": float}).copy()
+    holes.loc[3, "x"] = np.nan
+    holes.loc[5, "t"] = np.nan
+    holes.to_csv(tmp_path / "h.csv", index=False)
+    with pytest.warns(UserWarning, match=r"2 of 8 rows have a missing .* first at row 4"):
+        got = read_tracks(tmp_path / "h.csv", track="id", time="t", state="x", action="velocity")
+    np.testing.assert_array_equal(got.values, absent.values)
+    np.testing.assert_array_equal(got.segment, absent.segment)
+    # segments: frames 0-2, 4, 6-7; velocity drops each segment's first row: (1, 2) and (7)
+    np.testing.assert_array_equal(got.values[:, 1], [1.0, 3.0, 13.0])
+    assert len(got.pairs()[0]) == 1
+
+
 def test_missing_frames_split_tracks_and_stride(tmp_path):
     t = np.array([0, 1, 2, 4, 5, 6, 7, 8, 0, 1, 2], dtype=float) * 0.5 + 10.0
     df = pd.DataFrame({"id": ["u"] * 8 + ["w"] * 3, "t": t, "x": np.arange(11.0)})
@@ -142,7 +160,8 @@ GOOD = {"id": [1, 1, 1, 2, 2], "t": [0.0, 1, 2, 0, 1], "x": [0.1, 0.2, 0.3, 0.4,
     ({"t": [1.0, 0, 1, 0, 1]}, {}, ["duplicate time 1", "track 1", "rows 1 and 3"]),  # file rows, after sorting
     ({"t": [0.0, 1, 2.5, 0, 1]}, {}, ["track 1", "not a whole multiple", "dt=1"]),
     ({}, {"bounds": "5:6"}, ["every observation", "outside the given bounds"]),
-    ({"x": [0.1, 0.2, np.nan, 0.4, 0.5]}, {}, ["column 'x'", "nan", "row 3"]),
+    ({"x": [0.1, 0.2, np.inf, 0.4, 0.5]}, {}, ["column 'x'", "infinite", "row 3"]),
+    ({"x": [np.nan] * 5}, {}, ["every row has a missing"]),
     ({}, {"bounds": "0:1,0:1"}, ["2 bounds for 1 modelled axes"]),
     ({}, {"bounds": "1:0"}, ["lo < hi"]),
     ({}, {"bounds": "0-1"}, ["lo:hi"]),

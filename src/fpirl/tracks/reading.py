@@ -15,6 +15,9 @@ columns. The rules (also in docs/formats.md):
 * **Velocity actions.** ``action='velocity'`` derives ``a_k = (s_k - s_{k-1}) / dt`` (backward
   differences, minimal image on periodic axes) within a segment; the first observation of every
   segment has no velocity and is dropped. Action axes are named ``v_<state column>``.
+* **Missing values.** A row whose time or any state or action cell is empty (or NaN) is a missing
+  observation: it is dropped with a warning giving the count and the first such row, and it splits
+  its track like a missing frame. Infinite values are an error.
 * **Bounds.** One ``(lo, hi)`` per modelled axis, states then actions. Observations outside them
   are dropped with a warning giving the count; a dropped row splits its track like a missing frame.
   Without bounds the box comes from robust limits of the data (``robust_box=True``, default): per
@@ -139,7 +142,7 @@ def _first_nonfinite(values: np.ndarray, columns, rows, what: str):
     if np.any(bad):
         i = int(np.flatnonzero(bad.any(axis=1))[0])
         j = int(np.flatnonzero(bad[i])[0])
-        raise FpirlInputError(f"column {columns[j]!r} has a missing, NaN or infinite {what} at row {rows(i)}")
+        raise FpirlInputError(f"column {columns[j]!r} has an infinite {what} at row {rows(i)}")
 
 
 def _links(codes: np.ndarray, frame: np.ndarray, stride: int) -> np.ndarray:
@@ -294,25 +297,37 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     if n_rows == 0:
         raise FpirlInputError(f"{str(path)!r} is an empty table (column names but no rows)")
     ids = cols.track_ids
-    rows = _RowNumbers()
     t = cols.numeric.pop(time)
-    _first_nonfinite(t, [time], rows, "time")
     data_cols = states + actions
+    what = "position" if not actions else "value"
     x = np.empty((n_rows, len(data_cols)))
     for j, c in enumerate(data_cols):
         x[:, j] = cols.numeric.pop(c)
-    _first_nonfinite(x, data_cols, rows, "position" if not actions else "value")
     codes = cols.codes
     del cols
+    index = None  # file row (0-based) of every kept row; None: all rows, in file order
+    missing = np.isnan(t) | np.isnan(x).any(axis=1)
+    if np.any(missing):  # an empty cell (or NaN): the observation is missing, like a missing frame
+        n_missing, first = int(np.count_nonzero(missing)), int(np.flatnonzero(missing)[0]) + 1
+        if n_missing == n_rows:
+            raise FpirlInputError(f"every row has a missing (empty or NaN) time or {what}")
+        index = np.flatnonzero(~missing)
+        codes, t, x = codes[index], t[index], x[index]
+        warnings.warn(f"{n_missing} of {n_rows} rows {'has' if n_missing == 1 else 'have'} a missing (empty or NaN) time or {what} (the first at row "
+                      f"{first}) and {'was' if n_missing == 1 else 'were'} dropped (each splits its track like a missing frame)", stacklevel=2)
+    del missing
+    _first_nonfinite(t, [time], _RowNumbers(index), "time")
+    _first_nonfinite(x, data_cols, _RowNumbers(index), what)
     same = codes[1:] == codes[:-1]
     if np.any(codes[1:] < codes[:-1]) or np.any(same & (t[1:] < t[:-1])):
         # interleaved tracks or rows out of time order: group by track, then by time (stable: equal
         # times keep their file order, so a duplicate is reported with its file rows)
         order = np.lexsort((t, codes))
         codes, t, x = codes[order], t[order], x[order]
-        rows = _RowNumbers(order)
+        index = order if index is None else index[order]
         del order
     del same
+    rows = _RowNumbers(index)
     dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance))
     del rows
 
