@@ -185,6 +185,24 @@ def _attr_float(attrs, key, where):
     return value
 
 
+def time_first_increasing(ds: xr.Dataset, variable: str = "density") -> xr.Dataset:
+    """``ds`` with ``variable``'s ``time`` dim first and its decreasing axis coordinates reversed (both lazy
+    on a file opened lazily): a density stored as ``(x, y, time)`` or with a descending axis reads as the
+    contract's ``(time, x, y)`` on increasing nodes."""
+    if variable not in ds.data_vars:
+        return ds
+    dims = tuple(map(str, ds[variable].dims))
+    if "time" in dims and dims[0] != "time":
+        ds = ds.transpose("time", ...)
+    for name in dims:
+        if name == "time" or name not in ds.coords or ds.coords[name].dims != (name,) or ds.sizes[name] < 2:
+            continue
+        x = np.asarray(ds.coords[name].values)
+        if x.dtype.kind in "iuf" and np.all(np.diff(x) < 0):
+            ds = ds.isel({name: slice(None, None, -1)})
+    return ds
+
+
 def grid_from_dataset(ds: xr.Dataset, variable: str = "density", leading: tuple[str, ...] = ()) -> Grid:
     """Rebuild the :class:`Grid` of ``ds[variable]`` from its axis coordinates and attrs.
 

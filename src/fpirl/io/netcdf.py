@@ -33,7 +33,8 @@ import xarray as xr
 from ..core._errors import FpirlInputError
 from ._files import (NETCDF_SUFFIXES, TABLE_SUFFIXES, _attr_value, _open_netcdf, _to_netcdf_atomic, _version,
                      load_or_error,
-                     atomic_path, atomic_write, check_output_path, data_kind, grid_coords, grid_from_dataset)
+                     atomic_path, atomic_write, check_output_path, data_kind, grid_coords, grid_from_dataset,
+                     time_first_increasing)
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -65,7 +66,9 @@ __all__ = [
 # density datasets
 # --------------------------------------------------------------------------------------------
 def density_from_dataset(ds: xr.Dataset) -> DensitySnapshots:
-    """Validate a density dataset (already opened) and return :class:`DensitySnapshots`."""
+    """Validate a density dataset (already opened) and return :class:`DensitySnapshots` (``time`` moved
+    first and descending axes reversed, :func:`fpirl.io._files.time_first_increasing`)."""
+    ds = time_first_increasing(ds)
     if "density" not in ds.data_vars:
         raise FpirlInputError(
             f"dataset has no 'density' variable (found: {', '.join(map(str, ds.data_vars)) or 'none'})"

@@ -16,7 +16,7 @@ from ..core.density import DensitySnapshots, nonnegative
 from ..core.grid import Grid
 from pathlib import Path
 import xarray as xr
-from ..io._files import check_readable, grid_from_dataset
+from ..io._files import check_readable, grid_from_dataset, time_first_increasing
 from ..io._zarr import is_zarr, open_zarr
 import weakref
 from ..core.validation import numeric_times
@@ -73,19 +73,19 @@ class StreamingSnapshots:
                 raise
             except Exception as exc:  # netCDF4/HDF5 raise many types for unreadable files
                 raise FpirlInputError(f"cannot read {str(path)!r} as netCDF: {_reason(exc)}") from None
+        raw, ds = ds, time_first_increasing(ds)  # (raw: the handle that closes the file)
         if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
+            raw.close()
             raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
-
-
         try:
             grid = grid_from_dataset(ds, "density", leading=("time",))
             out = cls(grid, numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}"),
                       ds["density"].variable)
         except BaseException:
-            ds.close()
+            raw.close()
             raise
         out.path = path
-        out._close = weakref.finalize(out, ds.close)  # closed by close(), when collected, or at exit
+        out._close = weakref.finalize(out, raw.close)  # closed by close(), when collected, or at exit
         return out
 
     def close(self) -> None:
