@@ -218,6 +218,16 @@ def test_no_time_dim(tmp_path, rng):
     _expect(_write_raw(tmp_path, ds), "dims", "time")
 
 
+def test_no_time_coordinate_eager_and_streamed(tmp_path, rng):
+    """A time dim without its coordinate is an error on both paths (xarray would index it 0, 1, 2, ...: dt = 1)."""
+    from fpirl.weakform._streaming import StreamingSnapshots
+
+    path = _write_raw(tmp_path, _good_ds(rng).drop_vars("time"))
+    _expect(path, "no 'time' coordinate")
+    with pytest.raises(FpirlInputError, match="no 'time' coordinate"):
+        StreamingSnapshots.open(path)
+
+
 def test_density_without_spatial_axes(tmp_path):
     ds = xr.Dataset({"density": ("time", np.ones(3))}, coords={"time": [0.0, 1.0, 2.0]}, attrs={"boundary": "periodic"})
     _expect(_write_raw(tmp_path, ds), "no spatial axes")

@@ -77,6 +77,9 @@ class StreamingSnapshots:
         if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
             raw.close()
             raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
+        if "time" not in ds.coords:
+            raw.close()
+            raise FpirlInputError(f"{str(path)!r} has no 'time' coordinate with the snapshot times")
         try:
             grid = grid_from_dataset(ds, "density", leading=("time",))
             out = cls(grid, numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}"),
