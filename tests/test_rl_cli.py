@@ -143,6 +143,13 @@ def test_reward_wrapper_and_rollout(results, cli):
     summary = json.loads(proc.stdout)
     assert summary["episodes"] == 1 and len(summary["steps"]) == 1
     cli.assert_input_error(cli("rollout", results["2s1a"], "--env", "NoSuchEnv-v9", "--episodes", "1"), "NoSuchEnv")
+    # spaces that do not match the result's axes: one line naming the space, not an assertion deep in the env
+    cli.assert_input_error(cli("rollout", results["2s1a"], "--env", "MountainCar-v0", "--episodes", "1"),
+                           "MountainCar-v0: its action space is Discrete(3)")
+    cli.assert_input_error(cli("rollout", results["2s2a"], "--env", "MountainCarContinuous-v0", "--episodes", "1"),
+                           "the result has 2 continuous action axes")
+    with pytest.raises(Exception, match="observation space"):
+        reward_wrapper(gym.make("Pendulum-v1"), ds)
 
 
 def test_fit_reward_convention_option(tmp_path, cli):

@@ -156,7 +156,8 @@ def table_columns_for(args, attrs) -> dict:
             out[key] = getattr(args, key)
     missing = [f"--{k}" for k in ("track", "time", "state") if not out[k]]
     if missing:
-        raise FpirlInputError(f"the result does not record its table columns; give {', '.join(missing)}")
+        raise FpirlInputError(f"the result does not record its table columns (it was not fitted on a track table); "
+                              f"give {', '.join(missing)}")
     if out["action"] is not None and not out["action"].strip():
         out["action"] = None
     return out

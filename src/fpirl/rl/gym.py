@@ -23,7 +23,7 @@ from ._results import nodal_field, open_result, result_grid
 from .reward import reward_function
 from .solved import solve_result
 
-__all__ = ["RecoveredPolicy", "reward_wrapper", "rollout"]
+__all__ = ["RecoveredPolicy", "check_spaces", "reward_wrapper", "rollout"]
 
 
 class _Units:
@@ -144,6 +144,21 @@ class RecoveredPolicy:
         return self.sample(obs)[0]
 
 
+def check_spaces(env, grid) -> None:
+    """One-line :class:`~fpirl.FpirlInputError` unless ``env`` observes the result's state axes and acts on
+    its action axes: a ``Box`` of one component per axis each (the policy and reward are continuous)."""
+    from gymnasium.spaces import Box
+
+    name = getattr(getattr(env, "spec", None), "id", None) or type(env).__name__
+    for what, space, axes in (("observation", env.observation_space, grid.state_axes),
+                              ("action", env.action_space, grid.action_axes)):
+        if not (isinstance(space, Box) and tuple(space.shape) == (len(axes),)):
+            names = ", ".join(grid.names[i] for i in axes)
+            raise FpirlInputError(f"{name}: its {what} space is {space}, the result has {len(axes)} continuous "
+                                  f"{'state' if what == 'observation' else what} axes ({names}): the env needs a Box "
+                                  f"{what} space of shape ({len(axes)},)")
+
+
 def reward_wrapper(env, result):
     """Wrap a gymnasium env so that its reward is the recovered ``R(s, a)`` (:func:`fpirl.rl.reward_function`).
 
@@ -156,6 +171,7 @@ def reward_wrapper(env, result):
 
     ds = open_result(result)
     reward = reward_function(ds)
+    check_spaces(env, reward.grid)
     units = _Units(reward.grid, ds)
 
     class RecoveredRewardWrapper(gym.Wrapper):
@@ -202,6 +218,13 @@ def rollout(env, policy, episodes: int = 100, seed: int = 0, max_steps: int | No
     own = isinstance(env, str)
     if own:
         env = gym.make(env, max_episode_steps=max_steps) if max_steps else gym.make(env)
+    if hasattr(policy, "grid"):
+        try:
+            check_spaces(env, policy.grid)
+        except FpirlInputError:
+            if own:
+                env.close()
+            raise
     rng = np.random.default_rng(seed)
     act = (lambda o: policy.sample(o, rng)[0]) if hasattr(policy, "sample") else policy
     goals, steps, returns = 0, [], []
