@@ -69,8 +69,13 @@ def test_simulate_and_compare_cli(fitted, tmp_path, cli):
     assert f"KL(p_last || p_first) = {change:.3g}" in proc.stdout
     assert read_attrs(out)["simulation_model"] == "fp"
     assert (tmp_path / "kl.png").stat().st_size > 0
+    assert "note" not in proc.stdout
     proc = cli("simulate", folder / "result.nc", "--steps", 3, "-o", tmp_path / "mdp.nc", "--no-progress")
     assert proc.returncode == 0, proc.stderr
+    # a simulation from the default start (not the data's first snapshot): compare says so
+    proc = cli("compare", folder / "data.nc", tmp_path / "mdp.nc", "-o", tmp_path / "kl2.png")
+    assert proc.returncode == 0, proc.stderr
+    assert "note: the simulation started from uniform states x policy" in proc.stdout
 
 
 def test_simulate_bad_input(fitted, tmp_path, cli):

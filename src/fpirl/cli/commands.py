@@ -149,6 +149,9 @@ def cmd_compare(args) -> int:
           f"keeps KL(data || simulation) well below that (the benchmarks accept < 10%: {0.1 * reference:.3g}); "
           f"here the maximum is {float(kl.max()):.3g} ({100 * float(kl.max()) / reference:.1f}%)"
           if reference > 0 else "fpirl compare: the data do not change over the run (KL(p_last || p_first) = 0)")
+    if attrs.get("simulation_model") and not str(attrs.get("simulation_initial", "")):
+        print("fpirl compare: note: the simulation started from uniform states x policy, not from the data's first "
+              f"snapshot; to compare the dynamics from the same start: fpirl simulate RESULT.nc --initial {args.data} ...")
     plot_kl(times, kl, fig, reference=reference,
             label=f"KL({Path(args.data).name} || {Path(args.simulation).name})",
             title=f"data {Path(args.data).name} vs simulation {Path(args.simulation).name} ({model})")
