@@ -196,7 +196,8 @@ def _fit_density(args, out) -> int:
 
     used = [_flag(k) for k in _TABLE_OPTIONS if getattr(args, k) is not None]
     if used:
-        raise FpirlInputError(f"{', '.join(used)} only apply to trajectory tables, not to {args.data!r}")
+        verb = "applies" if len(used) == 1 else "apply"
+        raise FpirlInputError(f"{', '.join(used)} only {verb} to trajectory tables, not to {args.data!r}")
     if args.beta is None and not args.estimate_beta:
         raise FpirlInputError("one of the arguments --beta --estimate-beta is required for density data")
     if args.uncertainty in ("bootstrap", "parametric"):
