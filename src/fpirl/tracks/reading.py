@@ -272,7 +272,8 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     used = [track, time, *states, *actions]
     dup = sorted({c for c in used if used.count(c) > 1})
     if dup:
-        raise FpirlInputError(f"column {', '.join(map(repr, dup))} is given for more than one role")
+        raise FpirlInputError(f"column{'s' if len(dup) > 1 else ''} {', '.join(map(repr, dup))} "
+                              f"{'are' if len(dup) > 1 else 'is'} given for more than one role")
     names = states + ([f"v_{c}" for c in states] if velocity else actions)
     if len(set(names)) != len(names):
         raise FpirlInputError(f"axis names must be distinct, got {names}")
