@@ -141,7 +141,7 @@ def _cases(tmp_path, df, valid_nc=None):
         "no columns": ([good, *BOX], ["needs --track, --time, --state"]),
         "gcv ridge": ([good, *COLS, *BOX, "--ridge", "gcv"], ["--ridge gcv applies to density data"]),
         "elements per axis": ([good, *COLS, *BOX, "--hermite-elements", "2,2,2"], ["3 values for 2 axes"]),
-        "stride on density data": ([valid_nc, "--beta", "1", "--stride", "2"], ["--stride only apply"]),
+        "stride on density data": ([valid_nc, "--beta", "1", "--stride", "2"], ["--stride only applies"]),
         "option of another estimator": ([good, *COLS, *BOX, "--estimator", "density", "--noise-correction"],
                                         ["--noise-correction does not apply to --estimator density"]),
     }

@@ -187,6 +187,23 @@ def test_bad_tables_one_line_errors(tmp_path, change, kwargs, words, name, engin
     assert ok.n_obs == 5 and len(ok.pairs()[0]) == 3
 
 
+@pytest.mark.parametrize("sep", [",", ";", "\t"])
+@pytest.mark.parametrize("engine", ["auto", "pandas"])
+def test_semicolon_and_tab_separated_csv(tmp_path, sep, engine):
+    """The separator is the one the header line uses most (comma, semicolon or tab): the same table."""
+    df = pd.DataFrame(GOOD)
+    df.to_csv(tmp_path / "t.csv", index=False, sep=sep)
+    tt = read_tracks(tmp_path / "t.csv", track="id", time="t", state="x", engine=engine)
+    np.testing.assert_array_equal(tt.values[:, 0], GOOD["x"])
+    assert tt.n_tracks == 2 and len(tt.pairs()[0]) == 3
+
+
+def test_blanks_in_column_names_are_shown(tmp_path):
+    (tmp_path / "b.csv").write_text("id, t, x\n1,0,0.1\n1,1,0.2\n")
+    with pytest.raises(FpirlInputError, match=r"no column 't', 'x' \(available columns: id, ' t', ' x'\)"):
+        read_tracks(tmp_path / "b.csv", track="id", time="t", state="x")
+
+
 def test_empty_and_unknown_files(tmp_path):
     (tmp_path / "e.csv").write_text("id,t,x\n")
     with pytest.raises(FpirlInputError, match="empty table"):

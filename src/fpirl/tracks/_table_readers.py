@@ -49,9 +49,8 @@ def _missing_columns(path: Path, available, needed) -> None:
     missing = [c for c in needed if c not in available]
     if missing:
         which = ", ".join(repr(c) for c in missing)
-        raise FpirlInputError(
-            f"{str(path)!r} has no column {which} (available columns: {', '.join(available) or 'none'})"
-        )
+        shown = ", ".join(repr(c) if c != c.strip() else c for c in available)  # quoted where blanks matter
+        raise FpirlInputError(f"{str(path)!r} has no column {which} (available columns: {shown or 'none'})")
 
 
 class _TrackCoder:
@@ -169,9 +168,23 @@ def _progress_bar(total, progress, desc):
 # --------------------------------------------------------------------------------------------
 # CSV
 # --------------------------------------------------------------------------------------------
+#: Field separators a CSV file may use; :func:`csv_delimiter` takes the one its header line uses most.
+DELIMITERS = (",", ";", "\t")
+
+
+def csv_delimiter(path: Path) -> str:
+    """The field separator of a CSV file: of ``,``, ``;`` and tab the most frequent in its first line
+    (comma when none occurs: a one-column file)."""
+    with open(path, encoding="utf-8-sig", errors="replace") as f:
+        line = f.readline()
+    counts = {d: line.count(d) for d in DELIMITERS}
+    best = max(DELIMITERS, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
 def _csv_header(path: Path) -> list:
     try:
-        return list(pd.read_csv(path, nrows=0).columns)
+        return list(pd.read_csv(path, nrows=0, sep=csv_delimiter(path)).columns)
     except pd.errors.EmptyDataError:
         raise FpirlInputError(f"{str(path)!r} is empty (no header line with the column names)") from None
     except (UnicodeDecodeError, pd.errors.ParserError) as exc:
@@ -182,7 +195,7 @@ def _csv_header(path: Path) -> list:
 def _locate_bad_csv_value(path: Path, column: str) -> None:
     """Re-read one column as text to name its first non-numeric value (error path only)."""
     row0 = 0
-    for chunk in pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS):
+    for chunk in pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS, sep=csv_delimiter(path)):
         _numeric_or_error(chunk[column].to_numpy(dtype=object), column, row0)
         row0 += len(chunk)
 
@@ -201,6 +214,7 @@ def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> 
     with _progress_bar(None, progress, "reading CSV") as bar:
         try:
             reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 24),
+                                   parse_options=pcsv.ParseOptions(delimiter=csv_delimiter(path)),
                                    convert_options=convert)
             for batch in reader:
                 n = batch.num_rows
@@ -230,7 +244,8 @@ def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool) -> _
     codes, cols = [], {c: [] for c in numeric}
     row0 = 0
     with _progress_bar(None, progress, "reading CSV") as bar:
-        for chunk in pd.read_csv(path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False):
+        for chunk in pd.read_csv(path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False,
+                                 sep=csv_delimiter(path)):
             codes.append(coder.codes(chunk[track].to_numpy(), row0, track))
             for c in numeric:
                 cols[c].append(_numeric_or_error(chunk[c].to_numpy(), c, row0))
