@@ -119,6 +119,17 @@ def test_auto_takes_the_default_where_the_cv_does_not_apply():
         PotentialEstimator(hermite_elements="many", beta=4.0).fit(s)
 
 
+@pytest.mark.parametrize("d, solver, elements", [(4, "auto", 4), (5, "interpolated-flux", 3)])
+def test_auto_without_cv_takes_four_elements_up_to_4_axes_and_three_above(d, solver, elements):
+    grid = Grid([-1] * d, [1] * d, 4, roles=["state"] * 2 + ["action"] * (d - 2))
+    x = np.stack(np.meshgrid(*grid.coords, indexing="ij"), -1)
+    v = np.stack([np.exp((0.5 + 0.1 * k) * np.cos(np.pi * x).sum(-1)) for k in range(3)])
+    with pytest.warns(RuntimeWarning, match="underdetermined"):  # fewer nodes than coefficients
+        est = PotentialEstimator(hermite_elements="auto", beta=2.0, solver=solver).fit(
+            DensitySnapshots(grid, [0.0, 0.1, 0.2], v))
+    assert est.hermite_.elements == (elements,) * d and est.settings_["hermite_selection"] == "default"
+
+
 def test_the_default_is_kept_unless_a_candidate_beats_it_by_more_than_one_standard_error():
     d = (4, 4)
     base = np.array([1.0, 2.0, 1.5, 3.0, 2.5])

@@ -63,8 +63,8 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="RESULT.nc", required=True, help="result file to write (netCDF)")
     p.add_argument("--hermite-elements", metavar="auto|N|N1,N2,...", type=_hermite_elements, default=None,
                    help="Hermite elements for psi, one number or one per axis; 'auto' (the default) chooses them "
-                   "by cross-validation: over blocks of time steps for density data (1-3 axes; 4 elements with "
-                   "more axes), over held-out tracks for tables")
+                   "by cross-validation: over blocks of time steps for density data (1-3 axes; 4 elements on 4 "
+                   "axes, 3 on more), over held-out tracks for tables")
     beta = p.add_mutually_exclusive_group()
     beta.add_argument("--beta", metavar="B", type=_positive_float, help="known inverse temperature")
     beta.add_argument("--estimate-beta", action="store_true",

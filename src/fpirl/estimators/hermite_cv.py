@@ -32,7 +32,7 @@ the fixed default: with two, the 3-D fits on 10-16 nodes per axis chose 5 or 6 e
 the default takes them where the snapshot noise dominates, :mod:`fpirl.estimators._beta_noise`), the cap is
 ``max(4, N_i // (3 c))``: beta's grid is ``c`` times coarser, and a Hermite space finer than it resolves
 biased beta with an interval that missed (4 of 4 such sets: docs/benchmarks.md). Where the cross-validation does not
-apply, ``'auto'`` is the fixed default: four or more axes (each candidate costs a contraction and a
+apply, ``'auto'`` is the fixed default (:data:`HIGH_DIM_ELEMENTS` on 5 or more axes): four or more axes (each candidate costs a contraction and a
 factorisation of a 4-D normal matrix per block), fewer than 3 time steps, given normal equations, the
 matrix-free solvers, a Dask scheduler, one quadrature point, fewer than two candidates, or blocks' moments over
 :data:`CV_MOMENT_BYTES` (3-D grids above about 55^3 nodes). Cost: on a 40^3 grid with 25 snapshots the fit took
@@ -66,6 +66,11 @@ CV_MOMENT_BYTES = 1 << 30
 #: Elements per axis where the cross-validation does not apply, or where no candidate beats it clearly
 #: (and of the pilot fit for beta).
 DEFAULT_ELEMENTS = 4
+#: Elements per axis of ``'auto'`` on 5 or more axes (no cross-validation there): ``(2 n)^d`` coefficients grow
+#: fastest with ``n`` there, and at 4 elements the matrix-free CG hit its iteration cap on 8-node axes (5-D: 249 s,
+#: psi 5.85%, against 18 s and 6.40% at 3; 6-D: 216 s and 7.32% against 18 s and 3.95%); on 10-node axes 4 was
+#: a little more accurate in 5-D (4.14% against 4.47%, 75 s against 41 s). docs/benchmarks.md, issue 20 twelfth pass.
+HIGH_DIM_ELEMENTS = 3
 #: FE elements per Hermite element at least (candidates above ``N_i // FE_PER_ELEMENT`` are capped, never below
 #: the default).
 FE_PER_ELEMENT = 3
@@ -161,8 +166,11 @@ class HermiteCVMixin:
         return self
 
     def _fit_default(self, snapshots, normal_equations, moments):
-        """The fit at :data:`DEFAULT_ELEMENTS` where the cross-validation does not apply."""
-        self.fit(snapshots, normal_equations, _moments=moments, _elements=(DEFAULT_ELEMENTS,) * snapshots.grid.ndim)
+        """The fit at :data:`DEFAULT_ELEMENTS` (:data:`HIGH_DIM_ELEMENTS` on 5 or more axes) where the
+        cross-validation does not apply."""
+        d = snapshots.grid.ndim
+        self.fit(snapshots, normal_equations, _moments=moments,
+                 _elements=(DEFAULT_ELEMENTS if d <= 4 else HIGH_DIM_ELEMENTS,) * d)
         self.hermite_cv_ = None
         self.settings_ = {**self.settings_, "hermite_selection": "default"}
         return self
