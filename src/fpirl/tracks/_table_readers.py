@@ -195,9 +195,10 @@ def _csv_header(path: Path) -> list:
 def _locate_bad_csv_value(path: Path, column: str) -> None:
     """Re-read one column as text to name its first non-numeric value (error path only)."""
     row0 = 0
-    for chunk in pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS, sep=csv_delimiter(path)):
-        _numeric_or_error(chunk[column].to_numpy(dtype=object), column, row0)
-        row0 += len(chunk)
+    with pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS, sep=csv_delimiter(path)) as chunks:
+        for chunk in chunks:  # (the file is closed when the error is raised)
+            _numeric_or_error(chunk[column].to_numpy(dtype=object), column, row0)
+            row0 += len(chunk)
 
 
 def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> _Columns:
@@ -243,9 +244,9 @@ def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool) -> _
     coder = _TrackCoder()
     codes, cols = [], {c: [] for c in numeric}
     row0 = 0
-    with _progress_bar(None, progress, "reading CSV") as bar:
-        for chunk in pd.read_csv(path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False,
-                                 sep=csv_delimiter(path)):
+    with _progress_bar(None, progress, "reading CSV") as bar, pd.read_csv(
+            path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False, sep=csv_delimiter(path)) as chunks:
+        for chunk in chunks:
             codes.append(coder.codes(chunk[track].to_numpy(), row0, track))
             for c in numeric:
                 cols[c].append(_numeric_or_error(chunk[c].to_numpy(), c, row0))
