@@ -95,6 +95,11 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise "
              f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
         if settings.get("beta_basis_corrected") else []
+    if (extra or {}).get("coarsen", 1) > 1:
+        lines.append(f"the snapshots carry {100 * extra['coarsen_noise']:.2g}% noise per node: fitted on "
+                     f"{extra['coarsen_grid']} (means of {extra['coarsen']} nodes per axis, which average the noise "
+                     "that the stiffness amplifies on fine grids), the result written on the data's grid; "
+                     "--coarsen 1 fits the grid as given")
     if settings.get("hermite_selection") == "cv" and "hermite_cv_candidates" in settings:  # density data
         lines.insert(0, f"Hermite elements {settings['hermite_elements']} per axis, chosen by cross-validation over "
                         f"{settings['hermite_cv_blocks']} blocks of time steps (candidates "
@@ -126,6 +131,44 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
                      "coarsen and a refined grid too large; or streamed data on a grid that cannot be halved); "
                      "they can be too narrow (docs/method.md, 'Discretisation error')")
     return lines
+
+
+def _hermite_elements(text: str):
+    """'auto', N or N1,N2,...; 0 on an axis (tables): psi constant along it, as the fit prints it."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto, N or N1,N2,... (integers), got {text!r}") from None
+    if not values or any(v < 0 for v in values) or not any(values):
+        raise argparse.ArgumentTypeError(f"element counts must be integers >= 0, not all 0, got {text!r}")
+    return values[0] if len(values) == 1 else values
+
+
+def _mobility(text: str):
+    text = text.strip().lower()
+    if text == "auto":
+        return "auto"
+    if text.isdigit() and 0 <= int(text) <= 3:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a degree 0..3, got {text!r}")
+
+
+def _lag(text: str) -> int:
+    value = int(text) if text.strip().isdigit() else -1
+    if not 0 <= value <= 5:
+        raise argparse.ArgumentTypeError(f"expected a lag 0..5, got {text!r}")
+    return value
+
+
+def _coarsen(text: str):
+    text = text.strip().lower()
+    if text == "auto":
+        return "auto"
+    if text.isdigit() and int(text) >= 1 and int(text) & (int(text) - 1) == 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto or a power of two (1, 2, 4, ...), got {text!r}")
 
 
 def _progress(args) -> bool:

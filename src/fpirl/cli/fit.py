@@ -8,8 +8,8 @@ import os
 import re
 
 from ..core._errors import FpirlInputError
-from ._common import (EXIT_OK, _discount, _fit_notes, _output_netcdf, _positive_float, _positive_int,
-                      _print_uncertainty, _progress, _ridge, add_column_arguments)
+from ._common import (EXIT_OK, _coarsen, _discount, _fit_notes, _hermite_elements, _lag, _mobility, _output_netcdf,
+                      _positive_float, _positive_int, _print_uncertainty, _progress, _ridge, add_column_arguments)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -32,28 +32,6 @@ def join_negative_values(argv: list[str]) -> list[str]:
             out.append(tok)
             i += 1
     return out
-
-
-def _hermite_elements(text: str):
-    """'auto', N or N1,N2,...; 0 on an axis (tables): psi constant along it, as the fit prints it."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected auto, N or N1,N2,... (integers), got {text!r}") from None
-    if not values or any(v < 0 for v in values) or not any(values):
-        raise argparse.ArgumentTypeError(f"element counts must be integers >= 0, not all 0, got {text!r}")
-    return values[0] if len(values) == 1 else values
-
-
-def _mobility(text: str):
-    text = text.strip().lower()
-    if text == "auto":
-        return "auto"
-    if text.isdigit() and 0 <= int(text) <= 3:
-        return int(text)
-    raise argparse.ArgumentTypeError(f"expected auto or a degree 0..3, got {text!r}")
 
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,6 +64,10 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-scheme", choices=("midpoint", "explicit", "simpson"), default=None,
                    help="time discretisation of the weak-form residual (density data and --estimator density; "
                    "default midpoint, order 2 in dt; simpson: order 4, for coarse snapshot spacing)")
+    p.add_argument("--coarsen", metavar="auto|K", type=_coarsen, default=None,
+                   help="density data: average K nodes per axis into one before fitting (a power of two; 1: the grid "
+                   "as given); 'auto' (default) halves fine grids (>= 64 elements per axis, down to 32) of snapshots "
+                   "with measurable per-node noise; the result is written on the data's grid")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,
                    help="Gauss-Legendre points per axis and cell (density data; default 3, exact)")
     p.add_argument("--solver", choices=("auto", "assembled", "matrix-free", "interpolated-flux", "gauss-flux",
@@ -149,13 +131,6 @@ _TABLE_OPTIONS = ("track", "time", "state", "action", "boundary", "bounds", "str
                   "noise_correction", "mobility", "second_lag", "track_noise")
 
 
-def _lag(text: str) -> int:
-    value = int(text) if text.strip().isdigit() else -1
-    if not 0 <= value <= 5:
-        raise argparse.ArgumentTypeError(f"expected a lag 0..5, got {text!r}")
-    return value
-
-
 def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
@@ -205,8 +180,10 @@ def _fit_density(args, out) -> int:
     from ..distributed import check_scheduler
 
     check_scheduler(args.scheduler)
-    snapshots = _density_source(args)
-    grid = snapshots.grid
+    from ..estimators.noisy_grid import coarsened, on_grid
+
+    snapshots, coarsening = coarsened(_density_source(args), args.coarsen or "auto")
+    grid = coarsening.grid
     n_h = "auto" if args.hermite_elements is None else args.hermite_elements
     if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
         raise FpirlInputError(f"--hermite-elements has {len(n_h)} values for {grid.ndim} axes {grid.names}")
@@ -233,9 +210,12 @@ def _fit_density(args, out) -> int:
         from ..uncertainty import uncertainty_and_point, uncertainty_extra
         post, est = uncertainty_and_point(est, args.uncertainty, snapshots, progress=_progress(args),
                                           switch_time_scheme=args.time_scheme is None)  # not against an explicit rule
+    est = on_grid(est, grid) if coarsening.factor > 1 else est  # the result on the data's grid (module doc)
     mdp = recover_mdp_from_fit(est, snapshots.dt, args.gamma, reward=args.reward)
     gamma = mdp.gamma if mdp is not None else None
-    extra = {"source": str(args.data), "source_kind": "density", "uncertainty": "none"}
+    extra = {"source": str(args.data), "source_kind": "density", "uncertainty": "none", "coarsen": coarsening.factor}
+    if coarsening.factor > 1:
+        extra.update(coarsen_grid=repr(snapshots.grid), coarsen_noise=coarsening.noise or 0.0)
     if args.uncertainty != "none":
         extra.update(uncertainty_extra(est, post, snapshots.dt, gamma, args.uncertainty_samples,
                                        progress=_progress(args), reward_convention=args.reward))
@@ -274,7 +254,7 @@ def _estimator_params(args, cls, tracks) -> dict:
               "beta": args.beta, "progress": _progress(args)}
     optional = {"ridge": args.ridge, "time_scheme": args.time_scheme, "quadrature_points": args.quadrature_points,
                 "noise_correction": args.noise_correction, "solver": args.solver, "mobility": args.mobility,
-                "device": args.device,
+                "device": args.device, "coarsen": args.coarsen,
                 "second_lag": {"on": True, "off": False}.get(args.second_lag, args.second_lag),
                 "track_noise": {"on": True, "off": False}.get(args.track_noise, args.track_noise)}
     if args.drift_axes is not None:  # the estimator resolves 'all', 'actions' and the default itself (same as the API)
