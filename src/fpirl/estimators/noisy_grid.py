@@ -21,6 +21,9 @@ twelfth pass): 64^2 periodic, 2% noise, 2.41% -> 0.63%; 96^2 cold (beta = 10), 1
 17.2% -> 8.3%; a 64^2 walled double well, 2%, 19.4% -> 14.3%; an 80^2 walled mixture, 1%, 4.7% -> 3.0%. Halving
 again below 32 elements was mixed (the mixture 3.0% -> 1.9%; a cosine 0.6% -> 2.7%; the walls 8.3% -> 9.8%).
 Noise-free data are not touched: there halving lost on two of four sets (0.30% -> 0.60%, 0.41% -> 1.55%).
+Through ``fpirl fit`` (the numbers above are the API's, with pair means) the rule as shipped was better on all 12
+noisy sets tried (1-D to 3-D, 64 to 256 nodes per axis; e.g. 200^2 at 2%: 15.2% -> 1.1%; 1-D walled at 2%:
+40.1% -> 6.8%), the 90% band covering 0.94-1.0 of the nodes.
 
 The potential fitted on the coarse grid is a Hermite function on the same box: the result is written on the
 data's own grid (:func:`on_grid`), so that simulations and comparisons with the data stay on one grid.
