@@ -97,8 +97,8 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
         if settings.get("beta_basis_corrected") else []
     if (extra or {}).get("coarsen", 1) > 1:
         lines.append(f"the snapshots carry {100 * extra['coarsen_noise']:.2g}% noise per node: fitted on "
-                     f"{extra['coarsen_grid']} (means of {extra['coarsen']} nodes per axis, which average the noise "
-                     "that the stiffness amplifies on fine grids), the result written on the data's grid; "
+                     f"{extra['coarsen_grid']} (every {extra['coarsen']}-th node per axis: the stiffness amplifies "
+                     "per-node noise less on a coarser grid), the result written on the data's grid; "
                      "--coarsen 1 fits the grid as given")
     if settings.get("hermite_selection") == "cv" and "hermite_cv_candidates" in settings:  # density data
         lines.insert(0, f"Hermite elements {settings['hermite_elements']} per axis, chosen by cross-validation over "

@@ -70,6 +70,9 @@ def cmd_simulate(args) -> int:
     from ..io.netcdf import model_from_result, read_density, read_result, write_density
     from ..workflows import simulate_model
 
+    given = [f"--{k}" for k in ("track", "time", "state", "action") if getattr(args, k) is not None]
+    if given and args.start is None:
+        raise FpirlInputError(f"{', '.join(given)}: columns of a --from table; give --tracks N --from TRACKS")
     if args.tracks is not None:
         if args.model is not None or args.initial is not None:
             raise FpirlInputError("--model and --initial are for densities; --tracks simulates tracks")
@@ -78,9 +81,6 @@ def cmd_simulate(args) -> int:
         return cmd_simulate_tracks(args)
     if args.start is not None:
         raise FpirlInputError("--from needs --tracks N")
-    given = [f"--{k}" for k in ("track", "time", "state", "action") if getattr(args, k) is not None]
-    if given:
-        raise FpirlInputError(f"{', '.join(given)}: columns of a --from table, which needs --tracks N")
     args.model = args.model or "mdp"
 
     out = _output_netcdf(args.output, inputs=(args.result, args.initial))

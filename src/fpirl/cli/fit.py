@@ -65,7 +65,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    help="time discretisation of the weak-form residual (density data and --estimator density; "
                    "default midpoint, order 2 in dt; simpson: order 4, for coarse snapshot spacing)")
     p.add_argument("--coarsen", metavar="auto|K", type=_coarsen, default=None,
-                   help="density data: average K nodes per axis into one before fitting (a power of two; 1: the grid "
+                   help="density data: fit every K-th node per axis (a power of two; 1: the grid "
                    "as given); 'auto' (default) halves fine grids (>= 64 elements per axis, down to 32) of snapshots "
                    "with measurable per-node noise; the result is written on the data's grid")
     p.add_argument("--quadrature-points", metavar="Q", type=_positive_int, default=None,

@@ -45,9 +45,6 @@ def cmd_simulate_tracks(args) -> int:
     from ..workflows import simulate_track_table
 
     out = check_output_path(args.output, (".csv",), inputs=(args.result, args.start))
-    given = [f"--{k}" for k in ("track", "time", "state", "action") if getattr(args, k) is not None]
-    if given and args.start is None:
-        raise FpirlInputError(f"{', '.join(given)}: columns of a --from table; give --from TRACKS")
     ds = read_result(args.result)
     start = None if args.start is None else read_with_result(ds, args.start, args=args)
     df = simulate_track_table(ds, args.tracks, args.steps, rng=args.seed, start=start)

@@ -182,9 +182,9 @@ def csv_delimiter(path: Path) -> str:
     return best if counts[best] else ","
 
 
-def _csv_header(path: Path) -> list:
+def _csv_header(path: Path, sep: str) -> list:
     try:
-        return list(pd.read_csv(path, nrows=0, sep=csv_delimiter(path)).columns)
+        return list(pd.read_csv(path, nrows=0, sep=sep).columns)
     except pd.errors.EmptyDataError:
         raise FpirlInputError(f"{str(path)!r} is empty (no header line with the column names)") from None
     except (UnicodeDecodeError, pd.errors.ParserError) as exc:
@@ -192,16 +192,16 @@ def _csv_header(path: Path) -> list:
         raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg}") from None
 
 
-def _locate_bad_csv_value(path: Path, column: str) -> None:
+def _locate_bad_csv_value(path: Path, column: str, sep: str) -> None:
     """Re-read one column as text to name its first non-numeric value (error path only)."""
     row0 = 0
-    with pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS, sep=csv_delimiter(path)) as chunks:
+    with pd.read_csv(path, usecols=[column], dtype=str, chunksize=BLOCK_ROWS, sep=sep) as chunks:
         for chunk in chunks:  # (the file is closed when the error is raised)
             _numeric_or_error(chunk[column].to_numpy(dtype=object), column, row0)
             row0 += len(chunk)
 
 
-def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> _Columns:
+def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool, sep: str) -> _Columns:
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -215,7 +215,7 @@ def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> 
     with _progress_bar(None, progress, "reading CSV") as bar:
         try:
             reader = pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=1 << 24),
-                                   parse_options=pcsv.ParseOptions(delimiter=csv_delimiter(path)),
+                                   parse_options=pcsv.ParseOptions(delimiter=sep),
                                    convert_options=convert)
             for batch in reader:
                 n = batch.num_rows
@@ -228,7 +228,7 @@ def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> 
             msg = " ".join(str(exc).split())
             for c in numeric:
                 if f"'{c}'" in msg or "conversion error" in msg:
-                    _locate_bad_csv_value(path, c)
+                    _locate_bad_csv_value(path, c, sep)
             raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg[:200]}") from None
     result = _Columns(
         np.concatenate(codes) if codes else np.zeros(0, np.int64),
@@ -240,12 +240,12 @@ def _read_csv_pyarrow(path: Path, track: str, numeric: list, progress: bool) -> 
     return result
 
 
-def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool) -> _Columns:
+def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool, sep: str) -> _Columns:
     coder = _TrackCoder()
     codes, cols = [], {c: [] for c in numeric}
     row0 = 0
     with _progress_bar(None, progress, "reading CSV") as bar, pd.read_csv(
-            path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False, sep=csv_delimiter(path)) as chunks:
+            path, usecols=[track, *numeric], chunksize=BLOCK_ROWS, low_memory=False, sep=sep) as chunks:
         for chunk in chunks:
             codes.append(coder.codes(chunk[track].to_numpy(), row0, track))
             for c in numeric:
@@ -261,11 +261,12 @@ def _read_csv_pandas(path: Path, track: str, numeric: list, progress: bool) -> _
 
 def read_csv_columns(path: Path, track: str, numeric: list, progress: bool = False, engine: str = "auto"):
     """Read the track column and the numeric columns of a CSV file (pyarrow when installed)."""
-    _missing_columns(path, _csv_header(path), [track, *numeric])
+    sep = csv_delimiter(path)
+    _missing_columns(path, _csv_header(path, sep), [track, *numeric])
     use_arrow = engine == "pyarrow" or (engine == "auto" and _have_pyarrow())
     reader = _read_csv_pyarrow if use_arrow else _read_csv_pandas
     try:
-        return reader(path, track, numeric, progress)
+        return reader(path, track, numeric, progress, sep)
     except (UnicodeDecodeError, pd.errors.ParserError) as exc:
         msg = " ".join(str(exc).split())[:200]
         raise FpirlInputError(f"cannot read {str(path)!r} as CSV: {msg}") from None
