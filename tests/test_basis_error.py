@@ -3,7 +3,8 @@
 Data from the independent spectral solver (fpirl.forward.SpectralSolver, Fourier collocation,
 not the weak form), psi a trigonometric sum outside every Hermite space, 5% multiplicative
 snapshot noise: the 90% band must cover the true psi at 80-98% of the nodes both with a coarse
-basis (4 elements, where the noise-only band covers about 73%) and at fine resolution; beta
+basis (4 elements, where the noise-only band covers about 86%; 73% before the noise correction of psi with
+beta given, whose bias the noise-only band does not hold) and at fine resolution; beta
 corrected for the basis error must be within 3% of the truth (the raw fit is 8% high with 4
 elements) with an interval that covers it.
 """
@@ -51,8 +52,8 @@ def test_band_covers_the_basis_error(spectral2d, n_h, seeds):
         post.factor = post.factor[:, :-1]  # the same posterior without the basis column
         without.append(np.mean(err <= q * post.potential_std(grid.coords)))
     assert 0.80 <= np.mean(with_col) <= 0.98, (with_col, without)
-    if n_h == 4:  # coarse basis: the noise-only band misses the basis error
-        assert np.mean(without) < 0.78 and np.mean(with_col) > np.mean(without) + 0.1
+    if n_h == 4:  # coarse basis: the noise-only band misses part of the basis error, the column carries it
+        assert np.mean(without) < 0.90 and np.mean(with_col) > np.mean(without) + 0.05, (with_col, without)
 
 
 @pytest.mark.parametrize("n_h", [4, 6])

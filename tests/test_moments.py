@@ -99,7 +99,7 @@ def test_refit_reuses_the_moments_and_equals_a_fresh_fit(rng, monkeypatch, estim
         monkeypatch.setattr("fpirl.estimators.identify.snapshot_noise_variance",
                             lambda *a: var_calls.append(1) or real_var(*a))
         refit = coarse_refit(fine, s)
-        assert var_calls == []  # the noise variance of the data (beta estimated) is kept with the moments
+        assert var_calls == []  # the noise variance of the data is kept with the moments
         other = coarse_refit(fine, DensitySnapshots(g, t, s.values.copy()))  # other data object: recomputed
     assert refit._moments is fine._moments and calls == [1] and other._moments is not fine._moments
     np.testing.assert_allclose(refit.coef_, fresh.coef_, rtol=1e-12, atol=1e-12 * np.abs(fresh.coef_).max())
@@ -107,4 +107,4 @@ def test_refit_reuses_the_moments_and_equals_a_fresh_fit(rng, monkeypatch, estim
     for name in ("xtx", "xtg", "xtc"):
         np.testing.assert_array_equal(getattr(refit.normal_equations_, name), getattr(fresh.normal_equations_, name))
     assert "_moments" not in pickle.loads(pickle.dumps(fine)).__dict__
-    assert (fine._moments.noise_variance is not False) == estimate_beta
+    assert fine._moments.noise_variance is not False  # the noise correction (beta given or estimated) keeps it

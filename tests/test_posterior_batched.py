@@ -1,6 +1,6 @@
 """The batched snapshot-noise draws (fpirl.uncertainty._batched, issue 20) equal the per-draw band passes.
 
-Oracle: ``_snapshot_noise._draw``, the original one-draw-at-a-time computation of
+Oracle: ``_draw_oracle._draw``, the original one-draw-at-a-time computation of
 ``u = D(p)^T r(e)`` and ``b = D(e)^T r_hat`` (elementwise band passes over all pairs, no time
 compression, no stacked GEMMs), fed the same generator.
 """
@@ -11,7 +11,8 @@ import pytest
 from fpirl import DensitySnapshots, Grid, PotentialEstimator
 from fpirl.uncertainty import _batched, _many_modes
 from fpirl.uncertainty._batched import BatchedDraws, draw_vectors
-from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
+from _draw_oracle import _draw
+from fpirl.uncertainty._snapshot_noise import _Residuals
 from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
 
 

@@ -1,6 +1,6 @@
 """Exact second moments of the snapshot-noise residual (fpirl.uncertainty._expected, issue 20).
 
-Oracle: the per-draw Monte Carlo code ``_snapshot_noise._draw`` (noise made by ``_batched._noise``,
+Oracle: the per-draw Monte Carlo code ``_draw_oracle._draw`` (noise made by ``_batched._noise``,
 band passes over all pairs) fed, in place of random normals, every unit vector ``z = e_c`` in turn:
 its outputs are quadratic in ``z``, so their sum over the unit vectors is their exact expectation
 under ``z ~ N(0, I)`` (brute force, no formula shared with the code under test).
@@ -11,7 +11,8 @@ import pytest
 
 from fpirl import DensitySnapshots, Grid, PotentialEstimator
 from fpirl.uncertainty._expected import ExpectedResidual
-from fpirl.uncertainty._snapshot_noise import _draw, _Residuals
+from _draw_oracle import _draw
+from fpirl.uncertainty._snapshot_noise import _Residuals
 from fpirl.weakform.matfree import NormalOperator, StreamingSnapshots
 
 
@@ -64,3 +65,18 @@ def test_exact_moments_equal_the_brute_force_expectation(boundary, scheme, model
     qv, g = ex.bias(model, normalize, True)
     np.testing.assert_allclose(qv, q, rtol=0, atol=1e-9 * np.abs(q).max())
     np.testing.assert_allclose(g, qg, rtol=1e-9, atol=1e-9 * abs(qg))
+
+
+@pytest.mark.parametrize("boundary, model, normalize", [("periodic", "multiplicative", True),
+                                                        ("reflecting", "additive", False)])
+def test_bias_through_xi_alone_is_the_part_linear_in_theta(boundary, model, normalize, rng):
+    """``xi_only``: the bias band through ``Xi(bar e) theta`` alone. ``W`` is linear in ``B = Xi(.) theta + gamma C``
+    and ``A``, so it equals the full bias minus the full bias of the same residual with ``theta = 0``."""
+    res, _ = _case(boundary, "midpoint", rng)
+    zero = _Residuals(res.op, np.zeros(res.op.hermite.n_coef), res.gamma, res.dt, res.scheme)
+    full, g_full = ExpectedResidual(res).bias(model, normalize, True)
+    part, g_part = ExpectedResidual(zero).bias(model, normalize, True)
+    xi, g_xi = ExpectedResidual(res).bias(model, normalize, True, xi_only=True)
+    np.testing.assert_allclose(xi, full - part, rtol=0, atol=1e-10 * np.abs(full).max())
+    assert g_xi == pytest.approx(g_full - g_part, rel=1e-9, abs=1e-12 * abs(g_full))
+    assert np.abs(xi).max() > 1e-3 * np.abs(full).max()  # not trivially zero

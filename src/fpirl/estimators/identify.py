@@ -17,17 +17,12 @@ to the constant mode).
 
 from __future__ import annotations
 
-import functools
-import time
 import warnings
 
 import numpy as np
 
 from ..weakform import matfree
-from ..weakform.matfree_flux import FluxOperator
-from ..weakform.matfree_gauss import GaussFluxOperator
 from ..weakform._device import DEVICES
-from ..weakform.matfree_mixed import MixedFluxOperator
 from ..core._errors import FpirlInputError
 from ..mdp._fitted import FittedPotentialMixin
 from ..core._linalg import solve_spd
@@ -37,8 +32,8 @@ from ..weakform.assembly import (DataMoments, NormalEquations, TIME_SCHEMES, ass
                                  reusable_moments)
 from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
 from .hermite_cv import HermiteCVMixin
-from ._beta_noise import (beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_leaves_beta_open,
-                          noise_share, warn_left_open)
+from ._beta_noise import beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_share, warn_left_open
+from ._fit_matfree import fit_matrix_free
 from ..core.density import DensitySnapshots
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
@@ -94,9 +89,12 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
         Relative residual at which the matrix-free CG solves stop; None (default): :data:`CG_TOL`
         of the path (1e-10 exact, 1e-6 the flux quadratures).
     correct_noise : bool
-        With ``estimate_beta`` (default True): remove the expected snapshot-noise terms from the
-        blocks that involve ``1/beta`` (corrected least squares, :mod:`fpirl.weakform.noise_bias`;
-        ~0 on smooth data). Ignored when beta is given.
+        Default True: remove the expected snapshot-noise terms from the sums ``X^T g``, ``X^T c``, ``g.g``,
+        ``g.c``, ``c.c`` (corrected least squares, :mod:`fpirl.weakform.noise_bias`; ~0 on smooth data),
+        with beta estimated or given: the noise of the averaged snapshots in the potential columns ``X``
+        correlates with its own image in the diffusion column ``c = K bar p`` (amplified like ``1/h^2``),
+        which biases ``psi`` even when beta is given (walled 2-D histograms of 200,000 SDE paths, 4 Hermite
+        elements, beta given: psi 15.9% off without, 3.8% with; docs/benchmarks.md, issue 20 thirteenth pass).
     beta_block : int or None
         With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
         (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).
@@ -134,9 +132,10 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
         Matrix-free path: CG iterations per solve, final relative residuals, products with ``A``
         (``matvecs``) and the wall time of the solve (``seconds``).
     noise_correction_ : dict or None
-        With ``estimate_beta`` and ``correct_noise``: the expected noise terms subtracted from ``X^T g``,
+        With ``correct_noise``: the expected noise terms subtracted from ``X^T g``,
         ``X^T c``, ``g.g``, ``g.c``, ``c.c`` (``normal_equations_`` keeps the raw sums), and on the assembled
-        path ``gamma_shift`` (how far that moved ``1/beta``); None otherwise or after the fallback.
+        path with beta estimated ``gamma_shift`` (how far that moved ``1/beta``); None otherwise (too few snapshots
+        for the noise estimate) or after the fallback.
     beta_coarsening_ : int
         Nodes per axis averaged into one for beta (1: none; :mod:`fpirl.estimators._beta_noise`).
     settings_ : dict
@@ -270,7 +269,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             if ridge == "gcv":
                 raise FpirlInputError("ridge='gcv' needs the assembled normal matrix; use solver='assembled' "
                                       "or a numeric ridge")
-            return self._fit_matrix_free(snapshots, hermite, ridge, params["beta"], solver)
+            return fit_matrix_free(self, snapshots, hermite, ridge, params["beta"], solver)
         if streaming:
             raise FpirlInputError("streamed snapshots need solver='matrix-free' (or 'auto')")
         given = snapshots
@@ -289,7 +288,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
                 quadrature_points=self.quadrature_points, progress=self.progress, moments=moments,
             )
         raw = ne
-        if self.estimate_beta and self.correct_noise:
+        if self.correct_noise:
             if moments is not None and moments.noise_variance is False:  # kept for the refits, like the moments
                 moments.noise_variance = snapshot_noise_variance(snapshots)
             ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
@@ -336,6 +335,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             theta, gamma, schur = solve(lam)
         else:
             opened = None
+        psi_corrected = correction is not None
         identifiability = None
         if self.estimate_beta:
             identifiability = float(schur / ne.cc) if ne.cc > 0 else 0.0
@@ -343,7 +343,9 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             if got is None and opened is not None:
                 warn_left_open(opened)
             if got is not None:  # beta from block means (noise-dominated, or beta_block given)
-                coarsening, ne = got[1], raw
+                # psi from the raw sums: with the corrected ones psi was worse on 6 of 20 such sets, better on 1
+                # (the block means' beta errs high, the raw sums' bias of psi partly offsets it; docs/benchmarks.md)
+                coarsening, ne, psi_corrected = got[1], raw, False
                 theta, gamma = solve(lam, 1.0 / got[0])[:2]
             elif correction is not None:  # how far the correction moved 1/beta (read by the posterior)
                 ne, corrected = raw, ne
@@ -371,6 +373,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
         self.solver_ = "assembled"
         self.cg_info_ = None
         self.settings_ = self._settings(hermite, grid, ridge, "gcv" if gcv is not None else "fixed", lam, "assembled",
+                                        noise_corrected=int(psi_corrected),
                                         **({"beta_coarsening": coarsening} if self.estimate_beta else {}))
         return self
 
@@ -398,59 +401,3 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             **more,
             "fpirl_version": _version,
         }
-
-    def _fit_matrix_free(self, snapshots, hermite, ridge, beta, solver="matrix-free"):
-        """The matrix-free paths (:func:`fpirl.weakform.matfree.solve_regression`); same outputs as :meth:`fit`."""
-        source = snapshots if isinstance(snapshots, matfree.StreamingSnapshots) else \
-            matfree.StreamingSnapshots.from_snapshots(snapshots)
-        if self.normalize:
-            source = source.normalize()
-        if solver == "interpolated-flux":
-            operator = FluxOperator
-        elif solver == "gauss-flux":
-            operator = GaussFluxOperator
-        elif solver == "mixed-flux":
-            operator = functools.partial(MixedFluxOperator, device=self.device)
-        else:
-            operator = matfree.NormalOperator
-        op = operator(source, hermite, time_scheme=self.time_scheme, quadrature_points=self.quadrature_points)
-        raw = op.rhs
-        if self.estimate_beta and self.correct_noise:
-            op.rhs = correct_normal_equations(op.rhs, source, hermite, time_scheme=self.time_scheme,
-                                              quadrature_points=self.quadrature_points)
-        gamma = None if beta is None else 1.0 / beta
-        tol = CG_TOL[solver] if self.cg_tol is None else self.cg_tol
-        start = time.perf_counter()
-        theta, gamma, lam, info = matfree.solve_regression(op, ridge, gamma, rtol=tol,
-                                                              progress=self.progress)
-        if self.estimate_beta and noise_leaves_beta_open(op.rhs, gamma, info["schur"]):
-            op.rhs = raw
-            theta, gamma, lam, info = matfree.solve_regression(op, ridge, None, rtol=tol, progress=self.progress)
-        info["seconds"] = time.perf_counter() - start
-        ne = op.rhs  # corrected (when it is), for the identifiability; the residual from the raw sums
-        identifiability = None
-        if self.estimate_beta:
-            identifiability = float(info["schur"] / ne.cc) if ne.cc > 0 else 0.0
-            check_estimated_beta(gamma, identifiability)
-        coef = hermite.remove_mean(theta)
-        b = raw.xtg + gamma * raw.xtc
-        hh = raw.gg + 2 * gamma * raw.gc + gamma**2 * raw.cc
-        flat = coef.ravel()
-        r2 = max(flat @ op.matvec(flat) + 2 * flat @ b + hh, 0.0)
-        self.beta_identifiability_ = identifiability
-        self.coef_, self.beta_, self.hermite_, self.grid_ = coef, 1.0 / gamma, hermite, source.grid
-        self.penalty_ = float(lam)
-        self.gcv_ = None
-        self.residual_ = float(np.sqrt(r2 / hh)) if hh > 0 else 0.0
-        self.normal_equations_ = None
-        self._moments = None
-        self.noise_correction_ = getattr(ne, "correction", None)
-        self.beta_coarsening_ = 1
-        op.rhs = raw
-        self.solver_ = solver
-        self.cg_info_ = info
-        self.settings_ = self._settings(hermite, source.grid, ridge, "fixed", lam, solver,
-                                        cg_iterations=int(sum(info["iterations"])), cg_tol=float(tol),
-                                        **({"device": self.device} if solver == "mixed-flux" else {}),
-                                        **({"beta_coarsening": 1} if self.estimate_beta else {}))
-        return self

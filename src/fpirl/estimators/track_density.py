@@ -262,8 +262,11 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         else:
             herm_sel = "fixed"
             herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1, auto=True)
+        # the noise correction only with beta estimated: the histograms' noise is correlated in time (the same
+        # tracks from frame to frame), which the difference-based noise estimate of the correction does not model
         inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
-                                   time_scheme=self.time_scheme, progress=self.progress).fit(snaps)
+                                   time_scheme=self.time_scheme, progress=self.progress,
+                                   correct_noise=beta is None).fit(snaps)
         for name, value in learned.items():  # every check passed: the learned attributes, all at once
             setattr(self, name, value)
         self.estimator_ = inner

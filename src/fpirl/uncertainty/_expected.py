@@ -200,15 +200,24 @@ class ExpectedResidual:
         self._cache[key] = out
         return out
 
-    def bias(self, model: str, normalize: bool, estimated: bool) -> tuple[np.ndarray, float]:
-        """``(adj(W), sum_{l, j} C_l[j] W[l, j])``: ``E D(bar e)^T r(e)`` (the second-order band ``W``, module doc)."""
-        op = self.op
+    def bias(self, model: str, normalize: bool, estimated: bool, xi_only: bool = False) -> tuple[np.ndarray, float]:
+        """``(adj(W), sum_{l, j} C_l[j] W[l, j])``: ``E D(bar e)^T r(e)`` (the second-order band ``W``, module doc).
+
+        ``xi_only``: the part of ``r = A dot e + B bar e`` through ``Xi(bar e) theta`` alone (``A`` and ``gamma C``
+        left out), i.e. ``E Xi(bar e)^T Xi(bar e) theta``: what a fit from noise-corrected sums still carries
+        (:mod:`fpirl.weakform.noise_bias` removes the expected noise of ``X^T g`` and ``X^T c``, not of ``X^T X``).
+        """
+        op, g = self.op, self.res.gamma
         s2, (_, Sb, Sc) = self._sums(model)
         W = np.zeros(op._band_shape())
-        for idx, A, _, B in self._bands():
-            W[op._key(idx)] = A * self._shift(Sb, idx) + B * self._shift(Sc, idx)
+        for idx, A, C, B in self._bands():
+            W[op._key(idx)] = ((B - g * C) * self._shift(Sc, idx) if xi_only else
+                               A * self._shift(Sb, idx) + B * self._shift(Sc, idx))
         if normalize:
             kappa, (Vp, Yp, Ap, Bp), (Vv, Yv, Av, Bv) = self._rank_one(model, s2)
+            if xi_only:  # a -> 0, b -> Xi(.) theta: B minus gamma C on the modes
+                Ap, Av = np.zeros_like(Ap), np.zeros_like(Av)
+                Bp, Bv = (B - g * mass_and_stiffness(Y, op.tables, need_mass=False)[1] for B, Y in ((Bp, Yp), (Bv, Yv)))
 
             def coef(x, V1, V2):
                 return V1.T @ (x[:, None] * V2)

@@ -71,7 +71,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy.linalg
 
+from ..core._linalg import solve_spd
 from ..core._splines import spline_matrix
 from ..core._tensor import apply_along_axes
 from ..core.density import DensitySnapshots
@@ -197,6 +199,8 @@ def coarse_grid_fit(inner, snapshots):
             # streamed data take a matrix-free path; in memory the 2^-d smaller system is assembled
             # where it fits (the same estimate to the CG tolerance, and its posterior by Cholesky)
             params["solver"] = "auto"
+        if raw_sums(inner):  # beta given, psi from corrected sums: the column compares the raw sums' fits
+            params["correct_noise"] = False
         if params.get("estimate_beta") and int(getattr(inner, "beta_coarsening_", 1)) > 1:
             # beta from block means: the coarse fit takes the fit's beta (module doc, last paragraph)
             params["estimate_beta"], params["beta"] = False, float(inner.beta_)
@@ -207,6 +211,35 @@ def coarse_grid_fit(inner, snapshots):
 
 def _state(est) -> np.ndarray:
     return np.append(np.asarray(est.coef_, dtype=float).ravel(), 1.0 / est.beta_)
+
+
+def raw_sums(inner) -> bool:
+    """Whether the resolution column compares fits from the raw sums: beta given and ``psi`` fitted from
+    noise-corrected sums on the assembled path (:mod:`fpirl.weakform.noise_bias`). The other grid of the column
+    is often resampled by splines (odd element counts, or too few nodes at ``2h``), whose noise is correlated
+    from node to node, which the correction's variance estimate does not model (24^2 periodic nodes, 8 Hermite
+    elements, 5% noise: the corrected fit on the refined grid doubled the column, and the bands over-covered);
+    the raw sums' difference is the column as calibrated, its noise removed by the shrinkage."""
+    return (not getattr(inner, "estimate_beta", False) and bool(inner.settings_.get("noise_corrected", 0))
+            and getattr(inner, "normal_equations_", None) is not None and inner.noise_correction_ is not None)
+
+
+def raw_state(inner) -> np.ndarray:
+    """``[theta; gamma]`` of the fit from the raw sums, from the corrected fit ``inner`` (:func:`raw_sums`) by one
+    solve: ``theta_raw = theta - K^{-1} (E_xtg + gamma E_xtc)`` with the subtracted expectations ``E`` (the fit's
+    Cholesky factor of ``K`` where it kept one)."""
+    h, corr, gamma = inner.hermite_, inner.noise_correction_, 1.0 / inner.beta_
+    rhs = corr["xtg"] + gamma * corr["xtc"]
+    lam, factor = getattr(inner, "_factor", (None, None))
+    if factor is not None and lam == inner.penalty_:
+        d = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
+    else:
+        A = inner.normal_equations_.xtx
+        m = h.mean_functional().ravel()
+        M = h.add_h1_seminorm(A.copy(), inner.penalty_) + (np.trace(A) / A.shape[0]) * np.outer(m, m)
+        d = solve_spd(M, rhs, overwrite=True)
+    theta = h.remove_mean(np.asarray(inner.coef_, dtype=float).ravel() - d)
+    return np.append(np.asarray(theta, dtype=float).ravel(), gamma)
 
 
 def resolution_column(inner, snapshots, estimated: bool) -> np.ndarray | None:
@@ -220,7 +253,7 @@ def resolution_column(inner, snapshots, estimated: bool) -> np.ndarray | None:
     fit = coarse_grid_fit(inner, snapshots)
     if fit is None:
         return None
-    col = fit[2] * (_state(inner) - _state(fit[0]))
+    col = fit[2] * ((raw_state(inner) if raw_sums(inner) else _state(inner)) - _state(fit[0]))
     return col if estimated else col[:-1]
 
 
@@ -233,13 +266,13 @@ def _blocks(source, chunk: int = 8):
         yield source.read(start, min(source.n_times, start + chunk))
 
 
-def confirmed_noise(source, noise: str, sigma2: float) -> float:
+def confirmed_noise(source, noise: str, sigma2: float, variance=False) -> float:
     """``min(1, rho)``: the share of the posterior's noise level that the snapshots' own time differences confirm
     (module doc), ``rho = sum_n V_n / (sigma^2 sum_n sum_k s_k[n]^2)`` with ``V`` the difference-based nodal noise
     variance (:func:`fpirl.weakform.noise_bias.snapshot_noise_variance`, summed over the snapshots) and ``s_k`` the
     noise shape (``p_k`` or 1). ``source``: the snapshots as fitted (normalised where the fit normalises; in memory
     or streamed). 1 where ``V`` cannot be estimated."""
-    nv = snapshot_noise_variance(source)
+    nv = snapshot_noise_variance(source) if variance is False else variance  # (the fit's, where it kept it)
     if nv is None or not sigma2 > 0:
         return 1.0
     if noise == "multiplicative":
@@ -264,7 +297,8 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
     noise_factor : ndarray (n_coef, S)
         The noise columns of the fine posterior's factor (coefficients).
     bias : ndarray (n_coef,)
-        The fine fit's errors-in-variables bias (coefficients).
+        The fine fit's errors-in-variables bias (coefficients; of the fit from the raw sums where
+        :func:`raw_sums`, like the difference).
     posterior : callable
         :func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior` (passed in: it calls this function).
     noise : str
@@ -286,7 +320,7 @@ def resolution_error(inner, snapshots, estimated: bool, noise_factor: np.ndarray
     est2h, data, k = fit
     h, grid = inner.hermite_, snapshots.grid
     n = h.n_coef
-    col = k * (_state(inner) - _state(est2h))
+    col = k * ((raw_state(inner) if raw_sums(inner) else _state(inner)) - _state(est2h))
     if not estimated:
         col = col[:-1]
     c = float(confirmed)

@@ -67,9 +67,8 @@ import scipy.linalg
 
 from ..core._errors import FpirlInputError
 from ._batched import BatchedDraws, draw_vectors
-from ._reduced_noise import _noise
 from ._expected import ExpectedResidual
-from ._resolution import confirmed_noise, resolution_error
+from ._resolution import confirmed_noise, raw_sums, resolution_error
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
@@ -181,37 +180,6 @@ class _Residuals:
                 self._cache.append(item)
             yield item
         self._filled = self._cache is not None
-
-
-def _draw(res, model, normalize, rng, need_bands=True):
-    """One unit-scale noise draw, band pass by band pass over all pairs: ``(u, b, q, rr, energy, ug, bg, qg)``
-    with ``u = D(p)^T r(e)``, ``b = D(e)^T r_hat``, the second-order band ``q``, ``rr = ||r(e)||^2`` and the
-    per-node energy ``sum_k r(e)_k^2`` (the gamma rows apart; only ``rr, energy`` without the bands). The
-    original per-draw computation, kept as the tests' oracle of :mod:`fpirl.uncertainty._batched` and
-    :mod:`fpirl.uncertainty._expected`."""
-    op = res.op
-    Wa = np.zeros(op._band_shape()) if need_bands else None
-    Wb = np.zeros_like(Wa) if need_bands else None
-    Wq = np.zeros_like(Wa) if need_bands else None
-    ug = bg = qg = rr = 0.0
-    energy = np.zeros(op.shape)
-    carry = None
-    for block, pbar, c, rhat in res.fitted():
-        e, carry = _noise(block, carry, model, normalize, op.grid, rng, op.overlap)
-        ebar, ce, re = res.apply(e)
-        rr += float(np.vdot(re, re))
-        energy += np.sum(re * re, axis=0)
-        if need_bands:
-            res.accumulate(Wa, re, pbar)
-            res.accumulate(Wb, rhat, ebar)
-            res.accumulate(Wq, re, ebar)
-            ug += float(np.vdot(c, re))
-            bg += float(np.vdot(ce, rhat))
-            qg += float(np.vdot(ce, re))
-    if not need_bands:
-        return None, None, rr, energy
-    return (op._adjoint(Wa).ravel(), op._adjoint(Wb).ravel(), op._adjoint(Wq).ravel(), rr, energy,
-            ug, bg, qg)
 
 
 def choose_shape(res, normalize, expected=None) -> tuple[str, dict]:
@@ -375,7 +343,13 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
                          expected=expected)
     rr = float(np.sum(expected.energy(noise, inner.normalize)))  # E||r(e)||^2, exact
     Q = np.zeros((nx, 1))  # E D(bar e)^T r(e), exact
-    Q[:n, 0], qg = expected.bias(noise, inner.normalize, estimated)
+    # beta given, psi from noise-corrected sums: only the part of the bias those sums keep (X^T X's noise); the
+    # whole bias (of the raw sums' fit) for the resolution column's shrinkage (fpirl.uncertainty._resolution.raw_sums)
+    xi_only = not estimated and bool(inner.settings_.get("noise_corrected", 0))
+    Q[:n, 0], qg = expected.bias(noise, inner.normalize, estimated, xi_only=xi_only)
+    if xi_only and resolve and raw_sums(inner):
+        Q = np.hstack([Q, np.zeros((nx, 1))])
+        Q[:n, 1] = expected.bias(noise, inner.normalize, estimated)[0]
     if estimated:
         Q[n, 0] = qg
     rss = n_rows = 0
@@ -390,7 +364,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         # one Cholesky solve for all right-hand sides (K^{-1} is linear: sigma enters after the solve)
         Z = solver.solve(np.hstack([U, UB, prior, Q]))
         m_u = U.shape[1]
-        Y, ZB, ZP, ZQ = Z[:, :m_u], Z[:, m_u:m_u + n_draws], Z[:, m_u + n_draws:m_u + 2 * n_draws], Z[:, -1:]
+        Y, ZB, ZP, ZQ = np.split(Z, [m_u, m_u + n_draws, m_u + 2 * n_draws], axis=1)
     else:
         Y = solver.solve(U)
     # E_1[RSS]: E||r(e)||^2 exact; the correction through d_s = -K^{-1} u_s (of the order of the
@@ -405,15 +379,17 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
         bias = -sigma2 * ZQ
     else:
         F = -solver.solve(np.sqrt(sigma2) * UB + prior) / np.sqrt(n_draws)  # one solve per draw
-        bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)]
+        bias = -sigma2 * solver.solve(Q)  # second order: E[D(e)^T r(e)] (and the raw sums' where computed)
     mean_functional = solver.m
-    confirmed = confirmed_noise(source, noise, sigma2) if resolve else None
+    moments = getattr(inner, "_moments", None)  # the fit's noise variance of these same data, where it kept one
+    kept = moments.noise_variance if moments is not None and moments.source is given else False
+    confirmed = confirmed_noise(source, noise, sigma2, kept) if resolve else None
     # the coarse fit of the resolution column runs next: this posterior's operators (band fields, the bordered
     # system where gamma is estimated) are not held through it (a lower peak; fresh pages are costly)
     del solver, bd, expected, res, op, source, snapshots
-    resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, 0], snapshot_posterior, noise, gen,
+    resolution = (resolution_error(inner, given, estimated, F[:n], bias[:n, -1], snapshot_posterior, noise, gen,
                                    confirmed) if resolve else None)
-    F = np.hstack([F, bias] + ([] if resolution is None else [resolution[:, None]]))
+    F = np.hstack([F, bias[:, :1]] + ([] if resolution is None else [resolution[:, None]]))
     n_res = 0 if resolution is None else 1
     F[:n] -= np.outer(h.constant_mode().ravel(), mean_functional @ F[:n])
     if not estimated:
