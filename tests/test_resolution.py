@@ -202,3 +202,24 @@ def test_misfit_taken_for_noise_does_not_remove_the_resolution_column():
     assert abs(post.resolution[-1]) > 0.5 * abs(1 / est.beta_ - 0.5)
     lo, hi = post.beta_interval()
     assert lo <= 2.0 <= hi, (lo, hi)
+
+
+def test_raw_state_is_the_fit_from_the_raw_sums(rng):
+    """beta given, psi from corrected sums: the column's fine state is the fit from the raw sums (one solve with
+    the fit's factor, or without it), equal to a refit with ``correct_noise=False``; the coarse grid's fit too."""
+    from fpirl.uncertainty._resolution import coarse_grid_fit, raw_state, raw_sums
+
+    g = Grid([-1, -1], [1, 1], (16, 12), boundary="reflecting")
+    x, y = np.moveaxis(g.mesh(), -1, 0)
+    t = 0.05 * np.arange(9)
+    vals = np.exp(-(np.cos(2 * x) + 0.5 * y**2)[None] * (1 - np.exp(-t))[:, None, None] - (x[None] - 0.3) ** 2)
+    s = DensitySnapshots(g, t, vals * (1 + 0.03 * rng.standard_normal(vals.shape)))
+    fit = PotentialEstimator(hermite_elements=3, beta=2.0).fit(s)
+    raw = PotentialEstimator(hermite_elements=3, beta=2.0, correct_noise=False).fit(s)
+    assert raw_sums(fit) and not raw_sums(raw) and fit.settings_["noise_corrected"] == 1
+    assert np.abs(fit.coef_ - raw.coef_).max() > 1e-3 * np.abs(raw.coef_).max()  # the correction moved psi
+    for factor in (fit._factor, (None, None)):
+        fit._factor = factor
+        np.testing.assert_allclose(raw_state(fit)[:-1], raw.coef_.ravel(), rtol=0, atol=1e-9 * np.abs(raw.coef_).max())
+    coarse, _, _ = coarse_grid_fit(fit, s)
+    assert coarse.settings_["noise_corrected"] == 0
