@@ -262,8 +262,9 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         else:
             herm_sel = "fixed"
             herm = check_elements(self.hermite_elements, grid.ndim, minimum=2 if grid.periodic else 1, auto=True)
-        # the noise correction only with beta estimated: the histograms' noise is correlated in time (the same
-        # tracks from frame to frame), which the difference-based noise estimate of the correction does not model
+        # the noise correction only with beta estimated: the histograms' noise is correlated in time (the same tracks
+        # from frame to frame), which the correction's noise estimate does not model; with it, psi was worse on 3 of the
+        # 5 short-track sets of bench_track_density_rule.py (e.g. 7.0% -> 8.2%), unchanged on the long ones
         inner = PotentialEstimator(hermite_elements=herm, beta=beta, estimate_beta=beta is None, ridge=self.ridge,
                                    time_scheme=self.time_scheme, progress=self.progress,
                                    correct_noise=beta is None).fit(snaps)
