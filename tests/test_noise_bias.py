@@ -316,3 +316,19 @@ def test_block_means_fit_does_not_warn_about_the_users_grid():
         est = PotentialEstimator(hermite_elements=6, estimate_beta=True, beta_block=2).fit(s)
     assert est.beta_coarsening_ == 2
     assert not [w for w in seen if "the FE grid has" in str(w.message)], [str(w.message) for w in seen]
+
+
+def test_correction_too_large_for_memory_leaves_the_raw_sums_with_a_warning(monkeypatch, rng):
+    from fpirl.weakform import noise_bias
+
+    g = Grid([-1, -1], [1, 1], 12, boundary="periodic")
+    x, y = np.moveaxis(g.mesh(), -1, 0)
+    t = 0.05 * np.arange(8)
+    vals = np.exp(-(np.cos(np.pi * x) + 0.5 * np.sin(np.pi * y))[None] * (1 - np.exp(-t))[:, None, None])
+    s = DensitySnapshots(g, t, vals * (1 + 0.02 * rng.standard_normal(vals.shape)))
+    raw = PotentialEstimator(hermite_elements=3, beta=2.0, correct_noise=False).fit(s)
+    monkeypatch.setattr(noise_bias, "CORRECTION_MEMORY_LIMIT", noise_bias.correction_bytes(g) - 1)
+    with pytest.warns(RuntimeWarning, match="no snapshot-noise correction: on this 2-D grid it would need"):
+        big = PotentialEstimator(hermite_elements=3, beta=2.0).fit(s)
+    np.testing.assert_array_equal(big.coef_, raw.coef_)
+    assert big.noise_correction_ is None and big.settings_["noise_corrected"] == 0

@@ -55,6 +55,7 @@ density snapshots").
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import reduce
 
@@ -293,15 +294,31 @@ class CorrectedNormalEquations(NormalEquations):
     correction: dict | None = None
 
 
+#: Most bytes of the expected first moments (``3^d`` numbers per node, and their interleaved copy) for the correction
+#: to be made; above (6-D grids of about 10^6 nodes: 11.7 GB) the sums stay raw, with a warning.
+CORRECTION_MEMORY_LIMIT = 3e9
+
+
+def correction_bytes(grid) -> float:
+    """Memory of the expected first moments of :func:`expected_noise_terms` on ``grid``."""
+    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
+
+
 def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_scheme: str = "midpoint",
                              quadrature_points: int = 3, variance=False) -> NormalEquations:
     """``ne`` minus the expected snapshot-noise terms of its gamma blocks (corrected least squares).
 
-    Returns ``ne`` unchanged when it is already corrected or the variance cannot be estimated
-    (:func:`snapshot_noise_variance`). ``variance``: the result of :func:`snapshot_noise_variance`
-    for ``source`` when already known (a :class:`NoiseVariance` or None), estimated here by default.
+    Returns ``ne`` unchanged when it is already corrected, the variance cannot be estimated
+    (:func:`snapshot_noise_variance`) or the correction would exceed :data:`CORRECTION_MEMORY_LIMIT` (a warning).
+    ``variance``: the result of :func:`snapshot_noise_variance` for ``source`` when already known (a
+    :class:`NoiseVariance` or None), estimated here by default.
     """
     if isinstance(ne, CorrectedNormalEquations):
+        return ne
+    if correction_bytes(source.grid) > CORRECTION_MEMORY_LIMIT:
+        warnings.warn(f"no snapshot-noise correction: on this {source.grid.ndim}-D grid it would need "
+                      f"{correction_bytes(source.grid) / 1e9:.1f} GB; psi (and beta) come from the raw sums, "
+                      "biased where the snapshots are noisy", RuntimeWarning, stacklevel=3)
         return ne
     var = snapshot_noise_variance(source) if variance is False else variance
     if var is None:
