@@ -57,3 +57,45 @@ def test_no_policy_mode_outside_the_data_support(rng):
     on = boltzmann_policy(grid, np.sum((mesh[..., 1:] - DATA_MODE) ** 2, axis=-1), 20.0)  # sd 0.16 as the data
     s = policy_summary(grid, on, data_support(grid, pts)[0], len(pts))
     assert s.mass_outside < 0.05 and np.allclose(s.mode, DATA_MODE, atol=grid.spacing[1])
+
+
+def _trapped_snapshots():
+    """A narrow Gaussian that drifts a little inside a wide walled box: the corners never see mass."""
+    from fpirl import DensitySnapshots
+
+    grid = Grid([-3.0, -3.0], [3.0, 3.0], 24, boundary="reflecting", names=["s0", "a0"], roles=["state", "action"])
+    x, y = np.moveaxis(grid.mesh(), -1, 0)
+    t = 0.05 * np.arange(8)
+    vals = np.stack([np.exp(-((x - 0.1 * k) ** 2 + y**2) / 0.5) for k in range(t.size)])
+    return DensitySnapshots(grid, t, vals), x, y
+
+
+def test_snapshot_support_is_where_the_time_mean_density_is(rng):
+    from fpirl.mdp.support import snapshot_support
+
+    s, x, y = _trapped_snapshots()
+    density, mask = snapshot_support(s)
+    assert s.grid.integrate(density) == pytest.approx(1.0)
+    mean = s.values.mean(0)
+    np.testing.assert_array_equal(mask, mean >= 1e-3 * mean.max())
+    assert mask[12, 12] and not mask[0, 0] and 0.2 < mask.mean() < 0.8  # the centre is in, the corners are out
+
+
+def test_fit_of_density_data_records_the_support_and_notes_an_empty_region(tmp_path, capsys):
+    from fpirl import DensitySnapshots, write_density
+    from fpirl.cli import main
+    from fpirl.io import read_result
+
+    s, x, y = _trapped_snapshots()
+    wide = DensitySnapshots(s.grid, s.times, s.values + 0.2)  # mass everywhere
+    for name, data, empty in (("trapped", s, True), ("wide", wide, False)):
+        path, out = tmp_path / f"{name}.nc", tmp_path / f"{name}_r.nc"
+        write_density(path, data)
+        assert main(["fit", str(path), "-o", str(out), "--beta", "2", "--hermite-elements", "3", "--uncertainty",
+                     "none", "--no-progress"]) == 0
+        printed = capsys.readouterr().out
+        res = read_result(out)
+        support = res["data_support"].values
+        assert res.attrs["data_support_share"] == pytest.approx(support.mean())
+        assert ("elsewhere psi is the ridge's extrapolation" in printed) == empty, printed
+        assert (support.mean() < 0.95) == empty and s.grid.integrate(res["data_density"].values) == pytest.approx(1)

@@ -85,6 +85,10 @@ def _output_netcdf(path, inputs=()) -> Path:
     return check_output_path(path, NETCDF_SUFFIXES, inputs)
 
 
+#: ``fpirl fit`` on density data notes the data's support when it covers less than this share of the nodes.
+SUPPORT_NOTE_SHARE = 0.95
+
+
 def _fit_notes(est, mdp, extra=None) -> list[str]:
     """Lines for the success message of ``fpirl fit``: what the ridge was, why Q, policy and
     reward are missing when they are, and (``extra``: the result's uncertainty attributes) when the
@@ -95,6 +99,11 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise "
              f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
         if settings.get("beta_basis_corrected") else []
+    share = (extra or {}).get("data_support_share")
+    if share is not None and share < SUPPORT_NOTE_SHARE:
+        lines.append(f"the snapshots carry mass (time-mean density >= 1e-3 of its largest) on {100 * share:.3g}% of "
+                     "the nodes (data_support): elsewhere psi is the ridge's extrapolation, not a finding, and its "
+                     "band is wide there")
     if (extra or {}).get("coarsen", 1) > 1:
         lines.append(f"the snapshots carry {100 * extra['coarsen_noise']:.2g}% noise per node: fitted on "
                      f"{extra['coarsen_grid']} (every {extra['coarsen']}-th node per axis: the stiffness amplifies "

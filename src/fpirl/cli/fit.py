@@ -182,7 +182,8 @@ def _fit_density(args, out) -> int:
     check_scheduler(args.scheduler)
     from ..estimators.noisy_grid import coarsened, on_grid
 
-    snapshots, coarsening = coarsened(_density_source(args), args.coarsen or "auto")
+    source = _density_source(args)
+    snapshots, coarsening = coarsened(source, args.coarsen or "auto")
     grid = coarsening.grid
     n_h = "auto" if args.hermite_elements is None else args.hermite_elements
     if isinstance(n_h, tuple) and len(n_h) != grid.ndim:
@@ -216,6 +217,12 @@ def _fit_density(args, out) -> int:
     extra = {"source": str(args.data), "source_kind": "density", "uncertainty": "none", "coarsen": coarsening.factor}
     if coarsening.factor > 1:
         extra.update(coarsen_grid=repr(snapshots.grid), coarsen_noise=coarsening.noise or 0.0)
+    from ..core.density import DensitySnapshots
+
+    if isinstance(source, DensitySnapshots):  # where the snapshots carry mass (not for streamed files: one more pass)
+        from ..mdp.support import snapshot_support_extra
+
+        extra.update(snapshot_support_extra(source))
     if args.uncertainty != "none":
         extra.update(uncertainty_extra(est, post, snapshots.dt, gamma, args.uncertainty_samples,
                                        progress=_progress(args), reward_convention=args.reward))

@@ -4,6 +4,8 @@ A fitted potential is defined on the whole box, but it is informed only where ob
 A policy whose mass sits at actions the data never show (e.g. a velocity no agent had) is an
 extrapolation of the basis, not a finding, so its summaries are taken within the data's support:
 
+* **Density snapshots** (:func:`snapshot_support`): the time-mean snapshot, scaled to integrate to 1, and the
+  nodes where it is at least :data:`SUPPORT_RELATIVE` of its largest value.
 * **Data density and support** (:func:`data_support`): the observations deposited onto the FE
   nodes by cloud-in-cell (:func:`fpirl.tracks.binning.cloud_in_cell`, mass conserving); the
   density is that mass over ``n`` times the node's quadrature weight (integrates to 1), and a node
@@ -31,7 +33,7 @@ from ..tracks.binning import cloud_in_cell
 import xarray as xr
 
 __all__ = ["OUTSIDE_WARNING", "SUPPORT_RELATIVE", "PolicySummary", "data_support", "policy_summary",
-           "support_extra"]
+           "snapshot_support", "snapshot_support_extra", "support_extra"]
 
 #: a node is in the support when its deposited mass is >= this fraction of the largest node mass (and >= 1)
 SUPPORT_RELATIVE = 1e-3
@@ -64,6 +66,43 @@ def data_support(grid: Grid, points) -> tuple[np.ndarray, np.ndarray]:
         raise FpirlInputError("data support needs at least one observation")
     counts = cloud_in_cell(grid, points)
     return counts / (points.shape[0] * grid.node_weights()), _mask(counts)
+
+
+def snapshot_support(snapshots) -> tuple[np.ndarray, np.ndarray]:
+    """Data density and support mask of density snapshots: the time-mean of the snapshots scaled to integrate
+    to 1, and the nodes where it is at least :data:`SUPPORT_RELATIVE` of its largest value (the time mean, not
+    each snapshot, so that per-node noise does not enter the support).
+
+    Parameters
+    ----------
+    snapshots : DensitySnapshots
+
+    Returns
+    -------
+    density : ndarray, shape grid.shape
+    mask : ndarray of bool, shape grid.shape
+    """
+    grid = snapshots.grid
+    mean = np.mean(snapshots.values, axis=0)
+    mass = float(grid.integrate(mean))
+    if not mass > 0:
+        raise FpirlInputError("data support needs snapshots with positive mass")
+    density = mean / mass
+    return density, density >= SUPPORT_RELATIVE * float(density.max())
+
+
+def snapshot_support_extra(snapshots) -> dict:
+    """Result variables ``data_density`` and ``data_support`` of density snapshots (:func:`snapshot_support`;
+    docs/formats.md) and the attr ``data_support_share`` (the share of the nodes in the support)."""
+    density, mask = snapshot_support(snapshots)
+    dims = snapshots.grid.names
+    return {
+        "data_density": xr.DataArray(density, dims=dims, attrs={
+            "long_name": "time-mean density of the snapshots (integrates to 1)"}),
+        "data_support": xr.DataArray(mask.astype(np.int8), dims=dims, attrs={
+            "long_name": "1 where the time-mean density is >= 1e-3 of its largest value, else 0"}),
+        "data_support_share": float(np.mean(mask)),
+    }
 
 
 @dataclass

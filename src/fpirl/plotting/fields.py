@@ -129,8 +129,9 @@ def _draw_field(fig: Figure, ax, grid: Grid, values, title: str, cmap="viridis",
     if values.shape != grid.shape:
         raise FpirlInputError(f"{title}: values have shape {values.shape}, expected {grid.shape}")
     d = grid.ndim
-    if vlim is None and d >= 2:
-        vlim = robust_range(values)
+    if vlim is None and d >= 2:  # the colour scale from the nodes with data (where there are any)
+        inside = values if no_data is None or np.all(no_data) else values[~np.asarray(no_data, bool)]
+        vlim = robust_range(inside)
     kw = {} if vlim is None else {"vmin": vlim[0], "vmax": vlim[1]}
     if d == 1:
         a = grid.axes[0]
