@@ -320,6 +320,7 @@ def test_block_means_fit_does_not_warn_about_the_users_grid():
 
 def test_correction_too_large_for_memory_leaves_the_raw_sums_with_a_warning(monkeypatch, rng):
     from fpirl.weakform import noise_bias
+    from fpirl.weakform.matfree import band_bytes
 
     g = Grid([-1, -1], [1, 1], 12, boundary="periodic")
     x, y = np.moveaxis(g.mesh(), -1, 0)
@@ -327,7 +328,7 @@ def test_correction_too_large_for_memory_leaves_the_raw_sums_with_a_warning(monk
     vals = np.exp(-(np.cos(np.pi * x) + 0.5 * np.sin(np.pi * y))[None] * (1 - np.exp(-t))[:, None, None])
     s = DensitySnapshots(g, t, vals * (1 + 0.02 * rng.standard_normal(vals.shape)))
     raw = PotentialEstimator(hermite_elements=3, beta=2.0, correct_noise=False).fit(s)
-    monkeypatch.setattr(noise_bias, "CORRECTION_MEMORY_LIMIT", noise_bias.correction_bytes(g) - 1)
+    monkeypatch.setattr(noise_bias, "CORRECTION_MEMORY_LIMIT", band_bytes(g) - 1)
     with pytest.warns(RuntimeWarning, match="no snapshot-noise correction: on this 2-D grid it would need"):
         big = PotentialEstimator(hermite_elements=3, beta=2.0).fit(s)
     np.testing.assert_array_equal(big.coef_, raw.coef_)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..core.grid import Grid
 from ..core.hermite import HermiteSpace
+from ..weakform.matfree import band_bytes  # noqa: F401  (the exact matrix-free path's memory, re-exported)
 
 #: ``solver='auto'`` uses the matrix-free path when the assembled one would need more memory than this.
 ASSEMBLED_MEMORY_LIMIT = 3e9
@@ -18,12 +19,6 @@ FLUX_SOLVERS = ("interpolated-flux", "gauss-flux", "mixed-flux")
 #: assembled solution to ~1e-8; the interpolated flux stops where the algebraic error in psi is far
 #: below its own O(h^2) quadrature error (docs/method.md, "Interpolated flux").
 CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6, "gauss-flux": 1e-6, "mixed-flux": 1e-6}
-
-
-def band_bytes(grid: Grid) -> float:
-    """Memory estimate of the exact matrix-free product: the band ``U`` and its adjoint ``W``
-    (``3^d`` numbers per node each)."""
-    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
 
 
 def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:

@@ -217,7 +217,7 @@ class ExpectedResidual:
             kappa, (Vp, Yp, Ap, Bp), (Vv, Yv, Av, Bv) = self._rank_one(model, s2)
             if xi_only:  # a -> 0, b -> Xi(.) theta: B minus gamma C on the modes
                 Ap, Av = np.zeros_like(Ap), np.zeros_like(Av)
-                Bp, Bv = (B - g * mass_and_stiffness(Y, op.tables, need_mass=False)[1] for B, Y in ((Bp, Yp), (Bv, Yv)))
+                Bp, Bv = (BY - g * mass_and_stiffness(Y, op.tables, need_mass=False)[1] for BY, Y in ((Bp, Yp), (Bv, Yv)))
 
             def coef(x, V1, V2):
                 return V1.T @ (x[:, None] * V2)

@@ -63,6 +63,13 @@ _SPARSE_PATTERN_BYTES = 1 << 29
 _MODE_BYTES = 1 << 28
 
 
+def band_bytes(grid) -> float:
+    """Memory of two ``3^d``-per-node fields in float64: the exact product's band ``U`` and its adjoint ``W``
+    (also the size of the noise correction's expected first moments and their interleaved copy,
+    :mod:`fpirl.weakform.noise_bias`)."""
+    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
+
+
 def _along(x: np.ndarray, axis: int, M: np.ndarray) -> np.ndarray:
     """``M`` applied to ``axis`` of a block of snapshots: one large GEMM (``tensordot``) and a view.
 

@@ -62,6 +62,7 @@ from functools import reduce
 import numpy as np
 
 from .assembly import NormalEquations, build_tables, placement_contraction
+from .matfree import band_bytes
 
 #: Third-difference filter of the variance estimator (unit norm, annihilates quadratics in time).
 DIFFERENCE_FILTER = np.array([1.0, -3.0, 3.0, -1.0]) / np.sqrt(20.0)
@@ -294,14 +295,9 @@ class CorrectedNormalEquations(NormalEquations):
     correction: dict | None = None
 
 
-#: Most bytes of the expected first moments (``3^d`` numbers per node, and their interleaved copy) for the correction
-#: to be made; above (6-D grids of about 10^6 nodes: 11.7 GB) the sums stay raw, with a warning.
+#: Most bytes of the expected first moments (``3^d`` numbers per node, and their interleaved copy:
+#: :func:`fpirl.weakform.matfree.band_bytes`) for the correction to be made; above (6-D grids of about 10^6 nodes: 11.7 GB) the sums stay raw, with a warning.
 CORRECTION_MEMORY_LIMIT = 3e9
-
-
-def correction_bytes(grid) -> float:
-    """Memory of the expected first moments of :func:`expected_noise_terms` on ``grid``."""
-    return 2.0 * 8.0 * 3.0**grid.ndim * grid.size
 
 
 def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_scheme: str = "midpoint",
@@ -315,9 +311,9 @@ def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_schem
     """
     if isinstance(ne, CorrectedNormalEquations):
         return ne
-    if correction_bytes(source.grid) > CORRECTION_MEMORY_LIMIT:
+    if band_bytes(source.grid) > CORRECTION_MEMORY_LIMIT:
         warnings.warn(f"no snapshot-noise correction: on this {source.grid.ndim}-D grid it would need "
-                      f"{correction_bytes(source.grid) / 1e9:.1f} GB; psi (and beta) come from the raw sums, "
+                      f"{band_bytes(source.grid) / 1e9:.1f} GB; psi (and beta) come from the raw sums, "
                       "biased where the snapshots are noisy", RuntimeWarning, stacklevel=3)
         return ne
     var = snapshot_noise_variance(source) if variance is False else variance
