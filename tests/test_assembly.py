@@ -222,3 +222,15 @@ def test_blocked_assembly_equals_dense_reference(rng, monkeypatch, boundary, ele
     fast = assemble_normal_equations(s, H)
     ref = reference_normal_equations(s, H)
     np.testing.assert_allclose(fast.xtx, ref.xtx, rtol=1e-11, atol=1e-12 * np.abs(ref.xtx).max())
+
+
+def test_view_never_copies(rng):
+    """The contraction's GEMMs write into reshaped views: a reshape that would copy is refused."""
+    from fpirl.weakform._contraction import _view
+
+    a = rng.standard_normal((4, 6))
+    v = _view(a, (2, 2, 6))
+    v[1, 1, 5] = 7.0
+    assert a[3, 5] == 7.0
+    with pytest.raises(ValueError, match="cannot be viewed"):
+        _view(a.T, (24,))

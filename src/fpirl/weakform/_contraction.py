@@ -235,8 +235,9 @@ def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
 
 def _view(a: np.ndarray, shape) -> np.ndarray:
     """``a`` reshaped without a copy (an error where a copy would be needed: the GEMMs write into it)."""
-    v = a.view()
-    v.shape = shape
+    v = a.reshape(shape)
+    if not np.may_share_memory(v, a):  # reshape copied (setting .shape, which refused, is deprecated in NumPy 2.5)
+        raise ValueError(f"an array of shape {a.shape} and strides {a.strides} cannot be viewed as {tuple(shape)}")
     return v
 
 
