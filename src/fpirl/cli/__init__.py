@@ -18,6 +18,7 @@ import threading
 import warnings
 
 from ..core._errors import FpirlInputError, FpirlRuntimeError
+from ._imports import keep_dask_out
 from ._memory import retain_freed_memory, small_pages
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, _error, _one_line, _Parser
 from .benchmark import add_benchmark_arguments, cmd_benchmark
@@ -148,11 +149,13 @@ def main(argv=None) -> int:
     written is removed, as on any failure). numpy allocates without huge-page advice meanwhile
     (:func:`fpirl.cli._memory.small_pages`: faster fits on machines that defragment on demand). As the
     console script (``argv`` None) it also keeps freed memory for reuse
-    (:func:`fpirl.cli._memory.retain_freed_memory`; the process's own setting, not reversible).
+    (:func:`fpirl.cli._memory.retain_freed_memory`; the process's own setting, not reversible), and keeps
+    dask out of the process unless ``--scheduler`` is given (:func:`fpirl.cli._imports.keep_dask_out`).
     """
     command_line = argv is None
     if command_line:
         retain_freed_memory()
+        keep_dask_out(sys.argv[1:])
     signals = _Signals()
     code = EXIT_FAILURE
     try:
