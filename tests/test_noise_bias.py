@@ -74,9 +74,42 @@ def test_noise_free_fit_unchanged(spectral_data):
     b = PotentialEstimator(hermite_elements=4, estimate_beta=True, correct_noise=False).fit(s)
     assert a.beta_ == pytest.approx(b.beta_, rel=3e-3) and a.noise_correction_ is not None
     assert b.noise_correction_ is None
+    # beta given: the noise-free data's noise share of c.c is ~0, far below GIVEN_MIN_SHARE: the raw sums
     c, d = (PotentialEstimator(hermite_elements=4, beta=2.0, correct_noise=flag).fit(s) for flag in (True, False))
-    np.testing.assert_allclose(c.potential_on_grid(), d.potential_on_grid(), atol=1e-3 * np.ptp(d.potential_on_grid()))
-    assert (c.settings_["noise_corrected"], d.settings_["noise_corrected"]) == (1, 0)
+    np.testing.assert_array_equal(c.coef_, d.coef_)
+    assert (c.settings_["noise_corrected"], d.settings_["noise_corrected"]) == (0, 0) and c.noise_correction_ is None
+
+
+@pytest.mark.parametrize("solver", ["assembled", "matrix-free"])
+def test_beta_given_corrects_only_above_the_noise_share(monkeypatch, rng, solver):
+    """With beta given the correction is made where E[c.c]_noise / c.c reaches GIVEN_MIN_SHARE (read off the
+    raw sums and the full correction's own c.c term), on both paths; with beta estimated always."""
+    from fpirl.estimators import _fit_matfree, identify
+    from fpirl.weakform.noise_bias import expected_cc
+
+    g = Grid([-1, -1], [1, 1], 16, boundary="periodic")
+    x, y = np.moveaxis(g.mesh(), -1, 0)
+    t = 0.05 * np.arange(8)
+    vals = np.exp(-(np.cos(np.pi * x) + 0.5 * np.sin(np.pi * y))[None] * (1 - np.exp(-t))[:, None, None])
+    s = DensitySnapshots(g, t, vals * (1 + 0.01 * rng.standard_normal(vals.shape)))
+    raw = PotentialEstimator(hermite_elements=3, beta=2.0, correct_noise=False, solver="assembled").fit(s)
+    monkeypatch.setattr(identify, "GIVEN_MIN_SHARE", 0.0)
+    monkeypatch.setattr(_fit_matfree, "GIVEN_MIN_SHARE", 0.0)
+    full = PotentialEstimator(hermite_elements=3, beta=2.0, solver="assembled").fit(s)
+    var = snapshot_noise_variance(s.normalized())
+    tables = build_tables(g, full.hermite_, 3)
+    assert expected_cc(var, s.dt, tables) == pytest.approx(full.noise_correction_["cc"], rel=1e-12)
+    share = full.noise_correction_["cc"] / raw.normal_equations_.cc
+    assert 0 < share < 1
+    for factor, corrected in ((1.01, False), (0.99, True)):
+        monkeypatch.setattr(identify, "GIVEN_MIN_SHARE", factor * share)
+        monkeypatch.setattr(_fit_matfree, "GIVEN_MIN_SHARE", factor * share)
+        est = PotentialEstimator(hermite_elements=3, beta=2.0, solver=solver).fit(s)
+        assert est.settings_["noise_corrected"] == int(corrected)
+        assert (est.noise_correction_ is not None) == corrected
+        ref = full if corrected else raw
+        np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-6 * np.abs(ref.coef_).max())
+    assert PotentialEstimator(hermite_elements=3, estimate_beta=True).fit(s).noise_correction_ is not None
 
 
 def test_noise_bias_of_psi_removed_with_beta_given():
@@ -333,3 +366,10 @@ def test_correction_too_large_for_memory_leaves_the_raw_sums_with_a_warning(monk
         big = PotentialEstimator(hermite_elements=3, beta=2.0).fit(s)
     np.testing.assert_array_equal(big.coef_, raw.coef_)
     assert big.noise_correction_ is None and big.settings_["noise_corrected"] == 0
+    # noise-free snapshots with beta given: the noise is negligible, so nothing is left out and nothing is said
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clean = PotentialEstimator(hermite_elements=3, beta=2.0).fit(DensitySnapshots(g, t, vals))
+    assert clean.settings_["noise_corrected"] == 0

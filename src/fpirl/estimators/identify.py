@@ -30,7 +30,7 @@ from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import (DataMoments, NormalEquations, TIME_SCHEMES, assemble_normal_equations,  # noqa: F401
                                  reusable_moments)
-from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
+from ..weakform.noise_bias import GIVEN_MIN_SHARE, correct_normal_equations, snapshot_noise_variance
 from .hermite_cv import HermiteCVMixin
 from ._beta_noise import beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_share, warn_left_open
 from ._fit_matfree import fit_matrix_free
@@ -95,6 +95,8 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
         correlates with its own image in the diffusion column ``c = K bar p`` (amplified like ``1/h^2``),
         which biases ``psi`` even when beta is given (walled 2-D histograms of 200,000 SDE paths, 4 Hermite
         elements, beta given: psi 15.9% off without, 3.8% with; docs/benchmarks.md, issue 20 thirteenth pass).
+        With beta given, not where the noise is under :data:`fpirl.weakform.noise_bias.GIVEN_MIN_SHARE` of
+        ``c.c`` (there it only made psi a little worse, and it is costly in 6-D).
     beta_block : int or None
         With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
         (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).
@@ -135,7 +137,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
         With ``correct_noise``: the expected noise terms subtracted from ``X^T g``,
         ``X^T c``, ``g.g``, ``g.c``, ``c.c`` (``normal_equations_`` keeps the raw sums), and on the assembled
         path with beta estimated ``gamma_shift`` (how far that moved ``1/beta``); None otherwise (too few snapshots
-        for the noise estimate) or after the fallback.
+        for the noise estimate, beta given and the noise negligible) or after the fallback.
     beta_coarsening_ : int
         Nodes per axis averaged into one for beta (1: none; :mod:`fpirl.estimators._beta_noise`).
     settings_ : dict
@@ -293,7 +295,8 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
                 moments.noise_variance = snapshot_noise_variance(snapshots)
             ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
                                           quadrature_points=self.quadrature_points,
-                                          variance=False if moments is None else moments.noise_variance)
+                                          variance=False if moments is None else moments.noise_variance,
+                                          min_share=0.0 if self.estimate_beta else GIVEN_MIN_SHARE)
         A = ne.xtx
         scale = np.trace(A) / A.shape[0]
         if not scale > 0:

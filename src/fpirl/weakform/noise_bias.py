@@ -256,6 +256,19 @@ def _first_moment_expectation(op_terms, w: np.ndarray, periodic: bool) -> np.nda
     return np.ascontiguousarray(Z.transpose(order)).reshape(tuple(3 * n for n in w.shape))
 
 
+def _scalar_parts(var: NoiseVariance, dt: float, tables, time_scheme: str):
+    """``(K, M, wbar, wdot, wdd)``: the operator terms and step weights of :func:`expected_noise_terms`."""
+    wbar, wdot, wdd = _step_weights(var, dt, time_scheme)
+    K, M = _operator_terms(tables)
+    return K, M, wbar, wdot, wdd
+
+
+def expected_cc(var: NoiseVariance, dt: float, tables, time_scheme: str = "midpoint") -> float:
+    """``E[c.c]``, the expected noise energy of the diffusion column (module doc): no ``3^d`` bands, cheap."""
+    K, _, wbar, _, _ = _scalar_parts(var, dt, tables, time_scheme)
+    return float(np.sum(_diag_product(K, K) * wbar))
+
+
 def expected_noise_terms(var: NoiseVariance, dt: float, tables, time_scheme: str = "midpoint") -> dict:
     """Expected noise contributions to the gamma-related blocks of the normal equations (module doc).
 
@@ -272,8 +285,7 @@ def expected_noise_terms(var: NoiseVariance, dt: float, tables, time_scheme: str
         ``xtg``, ``xtc`` (vectors over the Hermite coefficients), ``gg``, ``gc``, ``cc`` (floats).
     """
     periodic = tables[0].fe.periodic
-    wbar, wdot, wdd = _step_weights(var, dt, time_scheme)
-    K, M = _operator_terms(tables)
+    K, M, wbar, wdot, wdd = _scalar_parts(var, dt, tables, time_scheme)
     flat = [tb.t_flat for tb in tables]
     return {
         "xtc": placement_contraction(_first_moment_expectation(K, wbar, periodic), flat, 1).ravel(),
@@ -295,31 +307,53 @@ class CorrectedNormalEquations(NormalEquations):
     correction: dict | None = None
 
 
+#: With beta given, the correction is made only where the expected noise energy of the diffusion column ``c = K p``
+#: (the column the noise enters most amplified, ``~1/h^2``) is at least this share of ``c.c``. Below it the correction
+#: moved psi by at most 0.25% and made it worse: over 6 noise seeds on the four 3-D sets of
+#: ``benchmarks/bench_noise_given.py`` with shares 0.005-0.007 (10-20 nodes per axis, 1-2% noise) it was worse in 24
+#: of 24 fits (by 0.02-0.05 points of psi's error), while on sets with shares of 0.01-0.7 it was mostly better (up to
+#: 33%). The share is cheap (no ``3^d`` bands); on 6-D grids of 7 nodes per axis (0.4% at 5% noise) skipping the
+#: correction saves 40% of the fit (docs/benchmarks.md, issue 20, fourteenth pass). With beta estimated the
+#: correction is always made (beta's noise share is measured against its Schur complement instead).
+GIVEN_MIN_SHARE = 0.01
+
 #: Most bytes of the expected first moments (``3^d`` numbers per node, and their interleaved copy:
 #: :func:`fpirl.weakform.matfree.band_bytes`) for the correction to be made; above (6-D grids of about 10^6 nodes: 11.7 GB) the sums stay raw, with a warning.
 CORRECTION_MEMORY_LIMIT = 3e9
 
 
+def _too_large(ne, grid):
+    """``ne`` as it is, with the warning that the correction would exceed :data:`CORRECTION_MEMORY_LIMIT`."""
+    warnings.warn(f"no snapshot-noise correction: on this {grid.ndim}-D grid it would need "
+                  f"{band_bytes(grid) / 1e9:.1f} GB; psi (and beta) come from the raw sums, "
+                  "biased where the snapshots are noisy", RuntimeWarning, stacklevel=4)
+    return ne
+
+
 def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_scheme: str = "midpoint",
-                             quadrature_points: int = 3, variance=False) -> NormalEquations:
+                             quadrature_points: int = 3, variance=False, min_share: float = 0.0) -> NormalEquations:
     """``ne`` minus the expected snapshot-noise terms of its gamma blocks (corrected least squares).
 
     Returns ``ne`` unchanged when it is already corrected, the variance cannot be estimated
-    (:func:`snapshot_noise_variance`) or the correction would exceed :data:`CORRECTION_MEMORY_LIMIT` (a warning).
+    (:func:`snapshot_noise_variance`), the expected noise energy of the diffusion column is below ``min_share``
+    of ``ne.cc`` (:data:`GIVEN_MIN_SHARE` for fits with beta given) or the correction would exceed
+    :data:`CORRECTION_MEMORY_LIMIT` (a warning: the noise matters there and is left in).
     ``variance``: the result of :func:`snapshot_noise_variance` for ``source`` when already known (a
     :class:`NoiseVariance` or None), estimated here by default.
     """
     if isinstance(ne, CorrectedNormalEquations):
         return ne
-    if band_bytes(source.grid) > CORRECTION_MEMORY_LIMIT:
-        warnings.warn(f"no snapshot-noise correction: on this {source.grid.ndim}-D grid it would need "
-                      f"{band_bytes(source.grid) / 1e9:.1f} GB; psi (and beta) come from the raw sums, "
-                      "biased where the snapshots are noisy", RuntimeWarning, stacklevel=3)
-        return ne
+    too_large = band_bytes(source.grid) > CORRECTION_MEMORY_LIMIT
+    if too_large and not min_share > 0:
+        return _too_large(ne, source.grid)
     var = snapshot_noise_variance(source) if variance is False else variance
     if var is None:
         return ne
     tables = build_tables(source.grid, hermite, quadrature_points)
+    if min_share > 0 and expected_cc(var, source.dt, tables, time_scheme) < min_share * ne.cc:
+        return ne  # the noise is negligible (no warning where the correction could not be made anyway)
+    if too_large:
+        return _too_large(ne, source.grid)
     corr = expected_noise_terms(var, source.dt, tables, time_scheme)
     return CorrectedNormalEquations(
         xtx=ne.xtx, xtg=ne.xtg - corr["xtg"], xtc=ne.xtc - corr["xtc"], gg=ne.gg - corr["gg"],
