@@ -97,3 +97,16 @@ def test_pure_gradient_on_a_non_square_box():
     paths = sde_tracks(drift, BETA, rng.uniform([-1.5, -0.3], [1.5, 0.3], (100, 2)), 0.01, 200, rng, *box)
     check = HelmholtzCheck(n_boot=20).fit(table_from_paths(paths, 0.01, ["x", "y"], ["state", "state"], *box))
     assert check.fraction_ < 0.01, check.fraction_  # 0.0007 here; 0.11 without the factor
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e6])
+def test_pure_diffusion_in_any_units_is_undefined_without_overflow(scale):
+    """No drift (Brownian tracks): the debiased drift energy is not positive, so the fraction is undefined (nan) -
+    in metres or in micrometres alike, with no division by a floor (the suite's np.seterr raises on overflow)."""
+    rng = np.random.default_rng(5)
+    steps = rng.normal(0.0, np.sqrt(2 * DT / BETA), size=(60, 40, 2))
+    paths = np.concatenate([np.zeros((1, 40, 2)), np.cumsum(steps, axis=0)]) * scale
+    lo, hi = np.min(paths) - scale, np.max(paths) + scale
+    check = HelmholtzCheck(n_boot=20).fit(table_from_paths(paths, DT, ["x", "y"], ["state", "state"], [lo] * 2,
+                                                           [hi] * 2))
+    assert np.isnan(check.fraction_) and not check.violated_

@@ -93,9 +93,13 @@ def _split(A, XY, YY, N, D):
     tr_j = np.einsum("...qr,...jrq->...j", np.linalg.inv(H), Hj)
     bias_den = sigma2.sum(axis=-1) * p / N
     bias_num = np.sum(sigma2 * (p - tr_j), axis=-1) / N
-    raw = num / np.maximum(den, 1e-300)
-    frac = np.clip((num - bias_num) / np.maximum(den - bias_den, 1e-300), 0.0, 1.0)
-    frac = np.where(den - bias_den > 0, frac, np.nan)  # drift indistinguishable from noise
+    num, den = np.broadcast_arrays(num, den)
+    raw = np.divide(num, den, out=np.zeros(num.shape), where=den > 0)
+    # drift indistinguishable from noise (nan) where the debiased energy is not positive; no division there
+    # (a floor such as 1e-300 overflows on data in large units)
+    signal = den - bias_den
+    frac = np.divide(num - bias_num, signal, out=np.full(num.shape, np.nan), where=signal > 0)
+    frac = np.where(signal > 0, np.clip(frac, 0.0, 1.0), np.nan)
     return frac, raw, den
 
 
