@@ -184,7 +184,7 @@ def run_demo(outdir="fpirl-demo", progress: bool = True, *, elements: int = DEMO
     say(f"fpirl demo: relative residual of the fit = {est.residual_:.3g}")
     say(f"fpirl demo: wrote {data} (the input density), {result} and {figure}")
     say(f"fpirl demo: fit the data yourself with: fpirl fit {data} -o result.nc --beta {DEMO_BETA:g}")
-    say("fpirl demo: time " + ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items()))
+    say("fpirl demo: time " + ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()))
     return {
         "relative_l2_error": rel,
         "l2_error": err,
