@@ -2,7 +2,7 @@
 without it, on noisy density data shaped unlike the repository's.
 
 Run:  PYTHONPATH=src python benchmarks/bench_noise_given.py [--only NAME ...] [--sets design|histograms|all]
-      [--seeds N | --shares]
+      [--seeds N | --shares [--noise LEVEL] [--share-seeds N]]
 
 Each set is fitted the way ``fpirl fit DATA --beta B`` fits it (``--coarsen auto``, ``hermite_elements='auto'``, the
 snapshot-noise posterior and its columns), once with ``correct_noise=True`` (the default now) and once with
@@ -131,37 +131,53 @@ def seeds(only, n):
           f"{np.exp(a.mean()):.3f}")
 
 
-def shares(only, which):
+def shares(only, which, noise=None, n_seeds=1):
     """Per set, at 4 Hermite elements (API fits, no posterior): the noise share ``E[c.c]_noise / c.c`` of the diffusion
     column (the quantity of :data:`fpirl.weakform.noise_bias.GIVEN_MIN_SHARE`), how far the full correction moves psi
-    (relative RMS over the nodes) and psi's error without and with it (the threshold set to 0: always corrected)."""
+    (relative RMS over the nodes) and psi's error without and with it (the threshold set to 0: always corrected);
+    ``noise``: the design sets at that noise level instead of their own, means over noise seeds ``1..n_seeds``."""
+    import bench_hermite_cv as B
+
     from fpirl import PotentialEstimator
     from fpirl.estimators import _fit_matfree, identify
 
     identify.GIVEN_MIN_SHARE = _fit_matfree.GIVEN_MIN_SHARE = 0.0
-    print("| set | share of c.c | psi moved | psi, without | psi, with |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| set | noise | share of c.c | psi moved | psi, without | psi, with | with better in |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, make in sets(which):
         if only and name not in only:
             continue
-        s, true, beta = make()
-        g = s.grid
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            raw, full = (PotentialEstimator(hermite_elements=4, beta=beta, correct_noise=f).fit(s) for f in (False, True))
-        if full.noise_correction_ is None:
-            print(f"| {name} | (no estimate) | | | |")
+        case = next((c for c in B.CASES + B.VALIDATION if c["name"] == name), None)
+        rows = []
+        for seed in range(1, n_seeds + 1):
+            if case is not None and (noise is not None or n_seeds > 1):
+                s, true = B.make({**case, "noise": case["noise"] if noise is None else noise, "seed": seed})
+                beta = case["beta"]
+            else:
+                s, true, beta = make()
+            g = s.grid
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                raw, full = (PotentialEstimator(hermite_elements=4, beta=beta, correct_noise=f).fit(s) for f in (False, True))
+            if full.noise_correction_ is None:
+                break
+            pa, pb = raw.potential_on_grid(), full.potential_on_grid()
+            t = true - g.integrate(true) / g.volume
+
+            def err(p):
+                p = p - g.integrate(p) / g.volume
+                return float(np.sqrt(g.integrate((p - t) ** 2) / g.integrate(t**2)))
+
+            rows.append((full.noise_correction_["cc"] / raw.normal_equations_.cc,
+                         np.sqrt(np.mean((pa - pb) ** 2) / np.mean(pa**2)), err(pa), err(pb)))
+        if not rows:
+            print(f"| {name} | | (no estimate) | | | | |")
             continue
-        share = full.noise_correction_["cc"] / raw.normal_equations_.cc
-        pa, pb = raw.potential_on_grid(), full.potential_on_grid()
-        moved = np.sqrt(np.mean((pa - pb) ** 2) / np.mean(pa**2))
-        t = true - g.integrate(true) / g.volume
-
-        def err(p):
-            p = p - g.integrate(p) / g.volume
-            return float(np.sqrt(g.integrate((p - t) ** 2) / g.integrate(t**2)))
-
-        print(f"| {name} | {share:.3g} | {100 * moved:.3f}% | {100 * err(pa):.2f}% | {100 * err(pb):.2f}% |", flush=True)
+        r = np.array(rows)
+        level = case["noise"] if noise is None and case is not None else noise
+        print(f"| {name} | {'' if level is None else f'{100 * level:g}%'} | {r[:, 0].mean():.3g} | {100 * r[:, 1].mean():.3f}% | "
+              f"{100 * r[:, 2].mean():.3f}% | {100 * r[:, 3].mean():.3f}% | {int((r[:, 3] < r[:, 2]).sum())}/{len(r)} |",
+              flush=True)
 
 
 def main():
@@ -172,11 +188,13 @@ def main():
                     help="instead: the design sets at 4 Hermite elements (no posterior), noise seeds 1..N, both fits")
     ap.add_argument("--shares", action="store_true",
                     help="instead: per set the noise share of c.c, how far the correction moves psi, both errors")
+    ap.add_argument("--noise", type=float, default=None, help="with --shares: the design sets at this noise level")
+    ap.add_argument("--share-seeds", type=int, default=1, help="with --shares: noise seeds 1..N (means)")
     args = ap.parse_args()
     if args.seeds:
         return seeds(args.only, args.seeds)
     if args.shares:
-        return shares(args.only, args.sets)
+        return shares(args.only, args.sets, args.noise, args.share_seeds)
     print("| set | psi, without | psi, with | band coverage, without -> with | elements | s (with) |")
     print("| --- | --- | --- | --- | --- | --- |")
     logs = []

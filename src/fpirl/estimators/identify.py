@@ -96,7 +96,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
         which biases ``psi`` even when beta is given (walled 2-D histograms of 200,000 SDE paths, 4 Hermite
         elements, beta given: psi 15.9% off without, 3.8% with; docs/benchmarks.md, issue 20 thirteenth pass).
         With beta given, not where the noise is under :data:`fpirl.weakform.noise_bias.GIVEN_MIN_SHARE` of
-        ``c.c`` (there it only made psi a little worse, and it is costly in 6-D).
+        ``c.c`` (there its effect on psi is negligible either way, and it is costly in 6-D).
     beta_block : int or None
         With ``estimate_beta``: nodes per axis averaged into one for beta (1, 2, 4, ...); None
         (default): 1 unless the corrected fit is noise-dominated (:mod:`fpirl.estimators._beta_noise`).

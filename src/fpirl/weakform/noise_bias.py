@@ -308,13 +308,12 @@ class CorrectedNormalEquations(NormalEquations):
 
 
 #: With beta given, the correction is made only where the expected noise energy of the diffusion column ``c = K p``
-#: (the column the noise enters most amplified, ``~1/h^2``) is at least this share of ``c.c``. Below it the correction
-#: moved psi by at most 0.25% and made it worse: over 6 noise seeds on the four 3-D sets of
-#: ``benchmarks/bench_noise_given.py`` with shares 0.005-0.007 (10-20 nodes per axis, 1-2% noise) it was worse in 24
-#: of 24 fits (by 0.02-0.05 points of psi's error), while on sets with shares of 0.01-0.7 it was mostly better (up to
-#: 33%). The share is cheap (no ``3^d`` bands); on 6-D grids of 7 nodes per axis (0.4% at 5% noise) skipping the
-#: correction saves 40% of the fit (docs/benchmarks.md, issue 20, fourteenth pass). With beta estimated the
-#: correction is always made (beta's noise share is measured against its Schur complement instead).
+#: (the column the noise enters most amplified, ``~1/h^2``) is at least this share of ``c.c``. Below it the correction's
+#: effect on psi is negligible either way (``benchmarks/bench_noise_given.py --shares``: it moved psi by at most 0.25%;
+#: over 4-6 noise seeds it lowered psi's error by 0.002-0.05 points on 2-D sets at 0.2-0.5% noise and raised it by
+#: 0.001-0.05 points on coarse 3-D sets, against errors of 2-6%), so its cost is saved: on 6-D grids of 7 nodes per
+#: axis 7 s of an 18-24 s fit (docs/benchmarks.md, issue 20, fourteenth pass). With beta estimated the correction is
+#: always made (beta's noise share is measured against its Schur complement instead).
 GIVEN_MIN_SHARE = 0.01
 
 #: Most bytes of the expected first moments (``3^d`` numbers per node, and their interleaved copy:
