@@ -21,7 +21,17 @@ FLUX_SOLVERS = ("interpolated-flux", "gauss-flux", "mixed-flux")
 CG_TOL = {"matrix-free": 1e-10, "interpolated-flux": 1e-6, "gauss-flux": 1e-6, "mixed-flux": 1e-6}
 
 
-def assembled_bytes(grid: Grid, hermite: HermiteSpace) -> float:
-    """Memory estimate of the assembled path: the banded moment and its contraction states
-    (``~3 x 5^d`` numbers per node) and a few dense ``n_coef x n_coef`` matrices."""
-    return 8.0 * (3 * 5**grid.ndim * grid.size + 4 * float(hermite.n_coef) ** 2)
+def assembled_bytes(grid: Grid, hermite: HermiteSpace, n_times: int) -> float:
+    """Memory estimate of the assembled fit: per node, the banded moments and their contraction states
+    (``1.2 x 5^d`` numbers), the fields of the snapshots (``10`` per snapshot) and ``40`` more; three dense
+    ``n_coef x n_coef`` matrices.
+
+    Fitted to the peak resident memory of the fit measured above the process's own (float64, 2-D to 5-D grids of
+    16,384 to 331,776 nodes, 10 to 60 snapshots: 3-D 64^3 with 10/20/60 snapshots 0.65/0.70/1.33 GB, estimated
+    0.68/0.80/1.64; 4-D 24^4, 20 snapshots, 2.54 GB, estimated 2.67; 5-D 8^5 1.85 GB, estimated 2.50; 5-D 10^5
+    3.84 GB, estimated 4.64; docs/benchmarks.md, issue 20 fourteenth pass). The earlier ``3 x 5^d`` per node and no
+    snapshot term overestimated 4-D and 5-D by a factor of two (the 5-D 8^5 fit went matrix-free: 40 s against 7.5
+    s assembled, with more memory) and underestimated 3-D grids with many snapshots.
+    """
+    per_node = 1.2 * 5**grid.ndim + 10.0 * n_times + 40.0
+    return 8.0 * (per_node * grid.size + 3 * float(hermite.n_coef) ** 2)

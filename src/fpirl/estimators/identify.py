@@ -258,7 +258,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             )
         solver = self.solver
         if solver == "auto":
-            big = assembled_bytes(grid, hermite) > ASSEMBLED_MEMORY_LIMIT
+            big = assembled_bytes(grid, hermite, snapshots.n_times) > ASSEMBLED_MEMORY_LIMIT
             solver = "matrix-free" if (streaming or big) and normal_equations is None else "assembled"
             if solver == "matrix-free" and band_bytes(grid) > BAND_MEMORY_LIMIT:
                 solver = "mixed-flux"
