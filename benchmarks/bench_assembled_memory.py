@@ -53,7 +53,7 @@ def main():
     if args.child:
         return child(*map(int, args.child.split(":")))
     for case in args.cases.split(","):
-        out = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, __file__, "--child", case], capture_output=True, text=True, timeout=1800)
         print(out.stdout.strip() or f"{case}: failed: {out.stderr.strip().splitlines()[-1:]}", flush=True)
 
 

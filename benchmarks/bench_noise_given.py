@@ -139,9 +139,9 @@ def shares(only, which, noise=None, n_seeds=1):
     import bench_hermite_cv as B
 
     from fpirl import PotentialEstimator
-    from fpirl.estimators import _fit_matfree, identify
+    from fpirl.weakform import noise_bias
 
-    identify.GIVEN_MIN_SHARE = _fit_matfree.GIVEN_MIN_SHARE = 0.0
+    noise_bias.GIVEN_MIN_SHARE = 0.0
     print("| set | noise | share of c.c | psi moved | psi, without | psi, with | with better in |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, make in sets(which):

@@ -16,7 +16,8 @@ print(keep_dask_out(sys.argv[2:]), sys.modules.get("dask", "absent") is None)
 
 
 def _decide(*argv, first="none"):
-    out = subprocess.run([sys.executable, "-c", _DECIDE, first, *argv], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", _DECIDE, first, *argv], capture_output=True, text=True, check=True,
+                         timeout=120)
     return out.stdout.split()
 
 
@@ -49,7 +50,7 @@ def test_the_command_fits_reads_and_writes_without_dask(rng, tmp_path):
                                                                                                    keepdims=True)))
     args = [str(tmp_path / "d.nc"), "--beta", "2", "--hermite-elements", "2", "--no-progress"]
     out = subprocess.run([sys.executable, "-c", _RUN, *args, "-o", str(tmp_path / "sub.nc")], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, timeout=120)
     assert out.stdout.split()[-3:] == ["0", "True", "False"], out.stderr
     assert main(["fit", *args, "-o", str(tmp_path / "here.nc")]) == 0
     sub, here = read_result(tmp_path / "sub.nc"), read_result(tmp_path / "here.nc")
@@ -60,9 +61,10 @@ def test_the_command_fits_reads_and_writes_without_dask(rng, tmp_path):
 def test_a_scheduler_still_gets_dask():
     pytest.importorskip("distributed")
     out = subprocess.run([sys.executable, "-c", _DECIDE, "none", "fit", "--scheduler", "local"], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
     probe = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['fpirl', 'fit', '--scheduler', 'local']; "
                             "from fpirl.cli._imports import keep_dask_out; keep_dask_out(sys.argv[1:]); "
-                            "import dask.distributed; print('ok')"], capture_output=True, text=True, check=True)
+                            "import dask.distributed; print('ok')"], capture_output=True, text=True, check=True,
+                         timeout=120)
     assert probe.stdout.strip() == "ok"

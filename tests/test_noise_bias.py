@@ -1,5 +1,7 @@
 """Corrected least squares for beta from noisy snapshots (fpirl.weakform.noise_bias, issue 20)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -84,7 +86,7 @@ def test_noise_free_fit_unchanged(spectral_data):
 def test_beta_given_corrects_only_above_the_noise_share(monkeypatch, rng, solver):
     """With beta given the correction is made where E[c.c]_noise / c.c reaches GIVEN_MIN_SHARE (read off the
     raw sums and the full correction's own c.c term), on both paths; with beta estimated always."""
-    from fpirl.estimators import _fit_matfree, identify
+    from fpirl.weakform import noise_bias
     from fpirl.weakform.noise_bias import expected_cc
 
     g = Grid([-1, -1], [1, 1], 16, boundary="periodic")
@@ -93,8 +95,7 @@ def test_beta_given_corrects_only_above_the_noise_share(monkeypatch, rng, solver
     vals = np.exp(-(np.cos(np.pi * x) + 0.5 * np.sin(np.pi * y))[None] * (1 - np.exp(-t))[:, None, None])
     s = DensitySnapshots(g, t, vals * (1 + 0.01 * rng.standard_normal(vals.shape)))
     raw = PotentialEstimator(hermite_elements=3, beta=2.0, correct_noise=False, solver="assembled").fit(s)
-    monkeypatch.setattr(identify, "GIVEN_MIN_SHARE", 0.0)
-    monkeypatch.setattr(_fit_matfree, "GIVEN_MIN_SHARE", 0.0)
+    monkeypatch.setattr(noise_bias, "GIVEN_MIN_SHARE", 0.0)
     full = PotentialEstimator(hermite_elements=3, beta=2.0, solver="assembled").fit(s)
     var = snapshot_noise_variance(s.normalized())
     tables = build_tables(g, full.hermite_, 3)
@@ -102,8 +103,7 @@ def test_beta_given_corrects_only_above_the_noise_share(monkeypatch, rng, solver
     share = full.noise_correction_["cc"] / raw.normal_equations_.cc
     assert 0 < share < 1
     for factor, corrected in ((1.01, False), (0.99, True)):
-        monkeypatch.setattr(identify, "GIVEN_MIN_SHARE", factor * share)
-        monkeypatch.setattr(_fit_matfree, "GIVEN_MIN_SHARE", factor * share)
+        monkeypatch.setattr(noise_bias, "GIVEN_MIN_SHARE", factor * share)
         est = PotentialEstimator(hermite_elements=3, beta=2.0, solver=solver).fit(s)
         assert est.settings_["noise_corrected"] == int(corrected)
         assert (est.noise_correction_ is not None) == corrected
@@ -367,8 +367,6 @@ def test_correction_too_large_for_memory_leaves_the_raw_sums_with_a_warning(monk
     np.testing.assert_array_equal(big.coef_, raw.coef_)
     assert big.noise_correction_ is None and big.settings_["noise_corrected"] == 0
     # noise-free snapshots with beta given: the noise is negligible, so nothing is left out and nothing is said
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clean = PotentialEstimator(hermite_elements=3, beta=2.0).fit(DensitySnapshots(g, t, vals))

@@ -12,7 +12,7 @@ from ..weakform import matfree
 from ..weakform.matfree_flux import FluxOperator
 from ..weakform.matfree_gauss import GaussFluxOperator
 from ..weakform.matfree_mixed import MixedFluxOperator
-from ..weakform.noise_bias import GIVEN_MIN_SHARE, correct_normal_equations
+from ..weakform.noise_bias import correct_normal_equations
 from ._beta_noise import check_estimated_beta, noise_leaves_beta_open
 from ._solvers import CG_TOL
 
@@ -37,7 +37,7 @@ def fit_matrix_free(est, snapshots, hermite, ridge, beta, solver="matrix-free"):
     if est.correct_noise:
         op.rhs = correct_normal_equations(op.rhs, source, hermite, time_scheme=est.time_scheme,
                                           quadrature_points=est.quadrature_points,
-                                          min_share=0.0 if est.estimate_beta else GIVEN_MIN_SHARE)
+                                          beta_given=not est.estimate_beta)
     gamma = None if beta is None else 1.0 / beta
     tol = CG_TOL[solver] if est.cg_tol is None else est.cg_tol
     start = time.perf_counter()

@@ -129,7 +129,8 @@ class HermiteCVMixin:
         steps = snapshots.n_times - time_overlap(self.time_scheme)  # time rows
         applies = (isinstance(snapshots, DensitySnapshots) and normal_equations is None and self.scheduler is None
                    and self.solver in ("auto", "assembled") and self.quadrature_points >= 2 and len(cands) >= 2
-                   and steps >= 3 and assembled_bytes(grid, HermiteSpace.on_grid(grid, cands[-1]), snapshots.n_times) <= ASSEMBLED_MEMORY_LIMIT
+                   and steps >= 3
+                   and assembled_bytes(grid, HermiteSpace.on_grid(grid, cands[-1]), snapshots.n_times) <= ASSEMBLED_MEMORY_LIMIT
                    and (CV_BLOCKS + 1) * 5**grid.ndim * grid.size * 8 <= CV_MOMENT_BYTES)
         if not applies:
             return self._fit_default(snapshots, normal_equations, moments)

@@ -30,7 +30,7 @@ from ..core.validation import check_elements, finite_number, positive
 from .._version import __version__ as _version
 from ..weakform.assembly import (DataMoments, NormalEquations, TIME_SCHEMES, assemble_normal_equations,  # noqa: F401
                                  reusable_moments)
-from ..weakform.noise_bias import GIVEN_MIN_SHARE, correct_normal_equations, snapshot_noise_variance
+from ..weakform.noise_bias import correct_normal_equations, snapshot_noise_variance
 from .hermite_cv import HermiteCVMixin
 from ._beta_noise import beta_left_open, check_block, check_estimated_beta, coarse_beta, noise_share, warn_left_open
 from ._fit_matfree import fit_matrix_free
@@ -296,7 +296,7 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             ne = correct_normal_equations(ne, snapshots, hermite, time_scheme=self.time_scheme,
                                           quadrature_points=self.quadrature_points,
                                           variance=False if moments is None else moments.noise_variance,
-                                          min_share=0.0 if self.estimate_beta else GIVEN_MIN_SHARE)
+                                          beta_given=not self.estimate_beta)
         A = ne.xtx
         scale = np.trace(A) / A.shape[0]
         if not scale > 0:

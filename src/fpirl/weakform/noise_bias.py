@@ -317,7 +317,8 @@ class CorrectedNormalEquations(NormalEquations):
 GIVEN_MIN_SHARE = 0.01
 
 #: Most bytes of the expected first moments (``3^d`` numbers per node, and their interleaved copy:
-#: :func:`fpirl.weakform.matfree.band_bytes`) for the correction to be made; above (6-D grids of about 10^6 nodes: 11.7 GB) the sums stay raw, with a warning.
+#: :func:`fpirl.weakform.matfree.band_bytes`) for the correction to be made; above (6-D grids of about 10^6 nodes:
+#: 11.7 GB) the sums stay raw, with a warning.
 CORRECTION_MEMORY_LIMIT = 3e9
 
 
@@ -330,12 +331,12 @@ def _too_large(ne, grid):
 
 
 def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_scheme: str = "midpoint",
-                             quadrature_points: int = 3, variance=False, min_share: float = 0.0) -> NormalEquations:
+                             quadrature_points: int = 3, variance=False, beta_given: bool = False) -> NormalEquations:
     """``ne`` minus the expected snapshot-noise terms of its gamma blocks (corrected least squares).
 
     Returns ``ne`` unchanged when it is already corrected, the variance cannot be estimated
-    (:func:`snapshot_noise_variance`), the expected noise energy of the diffusion column is below ``min_share``
-    of ``ne.cc`` (:data:`GIVEN_MIN_SHARE` for fits with beta given) or the correction would exceed
+    (:func:`snapshot_noise_variance`), ``beta_given`` and the expected noise energy of the diffusion column is below
+    :data:`GIVEN_MIN_SHARE` of ``ne.cc``, or the correction would exceed
     :data:`CORRECTION_MEMORY_LIMIT` (a warning: the noise matters there and is left in).
     ``variance``: the result of :func:`snapshot_noise_variance` for ``source`` when already known (a
     :class:`NoiseVariance` or None), estimated here by default.
@@ -343,13 +344,13 @@ def correct_normal_equations(ne: NormalEquations, source, hermite, *, time_schem
     if isinstance(ne, CorrectedNormalEquations):
         return ne
     too_large = band_bytes(source.grid) > CORRECTION_MEMORY_LIMIT
-    if too_large and not min_share > 0:
+    if too_large and not beta_given:
         return _too_large(ne, source.grid)
     var = snapshot_noise_variance(source) if variance is False else variance
     if var is None:
         return ne
     tables = build_tables(source.grid, hermite, quadrature_points)
-    if min_share > 0 and expected_cc(var, source.dt, tables, time_scheme) < min_share * ne.cc:
+    if beta_given and expected_cc(var, source.dt, tables, time_scheme) < GIVEN_MIN_SHARE * ne.cc:
         return ne  # the noise is negligible (no warning where the correction could not be made anyway)
     if too_large:
         return _too_large(ne, source.grid)
