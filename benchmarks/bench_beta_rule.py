@@ -17,6 +17,8 @@ refit the library itself uses) at every count from 2 to ``n_h + 1``; the rules a
 * ``p3``: Richardson on ``(n_c, n_h)`` with the fixed order 3;
 * ``p4``: the same with the fixed order 4;
 * ``mono``: ``cur`` where ``gamma`` at ``(n_h-2, n_h-1, n_h)`` is monotone, else ``raw`` (no correction);
+* ``f3c``: ``f3`` where ``gamma`` at ``(n_h-2, n_h-1, n_h)`` converges (monotone, and the ratio of its successive
+  differences above its limit for order 0, ``ln(N_1/N_2) / ln(N_0/N_1)``), else ``raw`` (issue 20, fifteenth pass);
 * ``loc``: Richardson on ``(n_h - 1, n_h)`` with ``p = max(p_obs(n_h-2, n_h-1, n_h), 2)`` (the pair the order is measured on);
 * ``fine``: Richardson on ``(n_h, n_h + 1)`` with ``p = max(p_obs(n_h-1, n_h, n_h+1), 2)`` (one finer fit);
 * ``fineo``: Richardson on ``(n_c, n_h)`` with ``p = max(p_obs(n_h-1, n_h, n_h+1), 2)`` (finer fit measures the order only).
@@ -132,6 +134,8 @@ def rules(g, nh, nc):
     out["loc"] = richardson(g[nh], g[nh - 1], nh / (nh - 1), p_c)
     da, db = g[nh] - g[nh - 1], g[nh - 1] - g[nh - 2]
     out["mono"] = out["cur"] if da * db > 0 else g[nh]
+    n0, n1, n2 = nh, nh - 1, nh - 2  # f3c: f3 where gamma converges (monotone, differences shrinking), else raw
+    out["f3c"] = out["f3"] if da * db > 0 and db / da > np.log(n1 / n2) / np.log(n0 / n1) else g[nh]
     if nh + 1 in g:
         p_f = observed_order([nh + 1, nh, nh - 1], [g[nh + 1], g[nh], g[nh - 1]])
         out["fine"] = richardson(g[nh + 1], g[nh], (nh + 1) / nh, p_f)
@@ -154,7 +158,7 @@ def main():
     ap.add_argument("--gammas", action="store_true", help="also print gamma at every count")
     args = ap.parse_args()
     names = list(CASES)
-    order = ("raw", "lib", "cur", "f3", "p3", "p4", "mono", "loc", "fine", "fineo")
+    order = ("raw", "lib", "cur", "f3", "f3c", "p3", "p4", "mono", "loc", "fine", "fineo")
     errs = {k: {} for k in order}
     cover = {4: [], 6: []}
     print("| case | noise | n_h | p_obs (n_h-2..n_h) | p_obs (n_h-1..n_h+1) | "
@@ -197,14 +201,15 @@ def main():
                 print(f"| {names[i]} | {100 * noise:.0f}%{f' s{seed}' if noise else ''} | {nh} | {p_c:.2f} | {p_f:.2f} | " + " | ".join(cells)
                       + f" | [{lo:.3f}, {hi:.3f}] | {'yes' if lo <= beta <= hi else 'NO'} | {t1 - t0:.1f} / {t2 - t1:.1f} |",
                       flush=True)
-    print("\n| rule | n_h | median abs error | max abs error | within 3% | within 5% | closer than cur |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| rule | n_h | median abs error | max abs error | within 3% | within 5% | closer than cur | closer / farther than lib |")
+    print("|---|---|---|---|---|---|---|---|")
     for k in order:
         for nh in errs[k]:
             e = 100 * np.array(errs[k][nh])
             if len(e):
                 print(f"| {k} | {nh} | {np.median(e):.2f}% | {e.max():.2f}% | {np.sum(e <= 3)}/{len(e)} | {np.sum(e <= 5)}/{len(e)} | "
-                      f"{np.sum(e < 100 * np.array(errs['cur'][nh]) - 1e-9)}/{len(e)} |")
+                      f"{np.sum(e < 100 * np.array(errs['cur'][nh]) - 1e-9)}/{len(e)} | "
+                      f"{np.sum(e < 100 * np.array(errs['lib'][nh]) - 1e-9)} / {np.sum(e > 100 * np.array(errs['lib'][nh]) + 1e-9)} |")
     for nh, c in cover.items():
         if c:
             print(f"interval covers at n_h = {nh}: {sum(c)}/{len(c)}")

@@ -56,6 +56,25 @@ def test_band_covers_the_basis_error(spectral2d, n_h, seeds):
         assert np.mean(without) < 0.90 and np.mean(with_col) > np.mean(without) + 0.05, (with_col, without)
 
 
+
+def test_beta_interval_widened_in_one_over_beta_stays_positive():
+    """The basis-error widening of beta's interval extrapolates ``gamma = 1/beta`` (where the error enters the
+    least squares): for a small step it is ``beta - 2 (beta_c - beta)`` to first order; for a coarse beta far
+    above it the bound stays positive (in beta it went negative: an interval [-7.2, 17.7] for a true 4 on
+    noisy near-equilibrium data); for a coarse beta far below, the upper bound is infinite."""
+    from fpirl.uncertainty._posterior import BASIS_ERROR_FACTOR, widened_by_basis_error
+
+    beta = 4.0
+    for step in (1e-3, -1e-3):  # first order: the extrapolation in beta
+        lo, hi = widened_by_basis_error((beta, beta), 1 / beta, 1 / (beta + step))
+        ext = lo if step > 0 else hi
+        assert ext == pytest.approx(beta - BASIS_ERROR_FACTOR * step, abs=5 * step**2)
+    lo, hi = widened_by_basis_error((3.0, 5.0), 1 / beta, 1 / 10.0)  # beta_c far above: 1 / (0.25 + 2 * 0.15)
+    assert lo == pytest.approx(1 / 0.55) and hi == 5.0 and beta - BASIS_ERROR_FACTOR * (10.0 - beta) < 0
+    lo, hi = widened_by_basis_error((3.0, 5.0), 1 / beta, 1 / 2.0)  # beta_c far below: 0.25 - 2 * 0.25 <= 0
+    assert lo == 3.0 and hi == np.inf
+    assert widened_by_basis_error((3.0, 5.0), 1 / beta, 1 / 4.1) == (3.0, 5.0)  # inside: unchanged
+
 @pytest.mark.parametrize("n_h", [4, 6])
 def test_beta_corrected_for_the_basis_error(spectral2d, n_h):
     grid, times, clean, _ = spectral2d

@@ -18,7 +18,8 @@ from ..core.hermite import HermiteSpace
 
 #: Lower and upper quantile of the reported credible bands.
 BAND_QUANTILES = (0.05, 0.95)
-#: beta's interval reaches to ``beta - BASIS_ERROR_FACTOR (beta_coarse - beta)`` (see beta_at_coarser_resolution).
+#: beta's interval reaches to ``1 / (gamma - BASIS_ERROR_FACTOR (gamma_coarse - gamma))``, ``gamma = 1/beta``
+#: (:func:`widened_by_basis_error`, :func:`fpirl.uncertainty.beta_at_coarser_resolution`).
 BASIS_ERROR_FACTOR = 2.0
 #: Columns of the covariance factor per batch in :meth:`CoefficientPosterior.potential_std`.
 _BATCH_BYTES = 1 << 25
@@ -171,12 +172,24 @@ class CoefficientPosterior:
             glo, ghi = self.gamma + self.quantile(quantiles[0]) * sd, self.gamma + self.quantile(quantiles[1]) * sd
         lower, upper = (float(1.0 / ghi) if ghi > 0 else float("inf")), (float(1.0 / glo) if glo > 0 else float("inf"))
         if self.beta_coarse is not None:
-            # basis error of psi leaking into 1/beta: widen towards beta - 2 (beta_coarse - beta), the
-            # extrapolation that assumes the error falls by at least a third from 3/4 n_h to n_h elements
-            beta = 1.0 / self.gamma
-            ext = beta - BASIS_ERROR_FACTOR * (self.beta_coarse - beta)
-            lower, upper = min(lower, ext), max(upper, ext)
+            lower, upper = widened_by_basis_error((lower, upper), self.gamma, 1.0 / self.beta_coarse)
         return lower, upper
+
+
+def widened_by_basis_error(bounds, gamma: float, gamma_coarse: float) -> tuple[float, float]:
+    r"""``bounds`` of beta widened to reach ``1 / (gamma - F (gamma_c - gamma))``, ``F`` = :data:`BASIS_ERROR_FACTOR`.
+
+    The basis error of psi leaks into ``gamma = 1/beta`` (the unknown of the least squares, eq.
+    vsi_regression); the fit at 3/4 of the Hermite elements, ``gamma_c``, lies on the same side further out,
+    and the extrapolation covers the truth whenever the error falls by at least a third from ``3 n_h / 4`` to
+    ``n_h`` elements. It is made in ``gamma``, where the error enters, so that the bound stays positive: where
+    ``gamma - F (gamma_c - gamma) <= 0`` the data do not bound beta from above (``upper = inf``). For small
+    steps it equals the extrapolation in beta, ``beta - F (beta_c - beta)``, to first order.
+    """
+    lower, upper = bounds
+    g_ext = gamma - BASIS_ERROR_FACTOR * (gamma_coarse - gamma)
+    ext = 1.0 / g_ext if g_ext > 0 else float("inf")
+    return min(lower, ext), max(upper, ext)
 
 
 def _conditioned_factor(K: np.ndarray, n_coef: int, hermite: HermiteSpace, mu: float, sigma2: float) -> np.ndarray:
