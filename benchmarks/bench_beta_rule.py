@@ -93,7 +93,7 @@ CASES = {
 
 def _clean(case):
     """Noise-free density snapshots and the true beta."""
-    from fpirl import DensitySnapshots, Grid
+    from fpirl import Grid
     from fpirl.forward import simulate_density, von_mises_bump
 
     c = CASES[case]()
