@@ -2,7 +2,10 @@
 cross-validation, block means where the noise dominates, the posterior) on the beta-estimated sets of
 ``bench_hermite_cv.py`` (design and validation), each noisy set also with a second noise seed.
 
-Run:  PYTHONPATH=src python benchmarks/bench_beta_cli.py OUTDIR [NAME ...]
+Run:  PYTHONPATH=src python benchmarks/bench_beta_cli.py OUTDIR [--given] [NAME ...]
+
+``--given``: instead, the noisy sets of ``bench_hermite_cv.py`` made for beta given (design and validation), fitted
+with ``--estimate-beta`` all the same: data the beta-estimated path was not designed on.
 
 Per set: psi's relative L2 error (zero mean), beta's error, the 90% interval written to the result
 (``beta_lower``, ``beta_upper``) and whether it covers the true beta, the Hermite elements, the seconds.
@@ -20,7 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_hermite_cv as B  # noqa: E402
 
 
-def cases():
+def cases(given: bool = False):
+    if given:
+        return [c for c in B.CASES + B.VALIDATION if not c.get("est") and c.get("noise")]
     est = [c for c in B.CASES + B.VALIDATION if c.get("est")]
     return est + [{**c, "name": c["name"] + "_s2", "seed": 2} for c in est if c.get("noise")]
 
@@ -29,13 +34,15 @@ def main():
     from fpirl.cli import main as cli
     from fpirl.io import read_result, write_density
 
-    out, names = sys.argv[1], set(sys.argv[2:])
+    given = "--given" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--given"]
+    out, names = args[0], set(args[1:])
     os.makedirs(out, exist_ok=True)
     warnings.simplefilter("ignore")
     errs, covered = [], []
     print("| set | psi | beta | 90% interval | covers | elements | s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for c in cases():
+    for c in cases(given):
         if names and c["name"] not in names:
             continue
         s, true = B.make(c)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -161,3 +162,33 @@ def test_cli_default_says_how_the_elements_were_chosen(tmp_path, capsys):
     assert main(["fit", str(data), "-o", str(tmp_path / "4.nc"), "--beta", "4", "--no-progress", "--uncertainty",
                  "none", "--hermite-elements", "4"]) == 0
     assert "Hermite elements" not in capsys.readouterr().out
+
+
+def test_beta_from_block_means_no_longer_caps_the_candidates_and_its_interval_reaches_the_pilot():
+    """Near-equilibrium 24^2 snapshots with 1% noise, beta estimated: the pilot at 4 elements takes beta from
+    block means of 2 nodes per axis. The candidates are no longer capped at ``max(4, 24 // 6) = 4`` (the rule
+    before the fifteenth pass); the fit at 8 elements has beta ~3% low (the block grid's error), the pilot ~2%
+    high, and beta's interval reaches the pilot's beta, so it covers the true 4 (measured [3.83, 4.09])."""
+    from fpirl.estimators.hermite_cv import exceeds_block_cap
+    from fpirl.uncertainty import posterior
+
+    grid = Grid([-1, -1], [1, 1], 24)
+    times = 0.1 * np.arange(30)
+    v = simulate_density(grid, psi2, grad_psi2, 4.0, von_mises_bump(grid.lower, grid.upper, [0.3, -0.4], 0.2), times)
+    s = DensitySnapshots(grid, times, _noisy(v, 0.01, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements="auto", estimate_beta=True).fit(s)
+        pilot = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s)
+        post = posterior(est, s)
+    assert pilot.beta_coarsening_ == 2 and est.hermite_.elements[0] > 4 and exceeds_block_cap(grid, est.hermite_.elements, 2)
+    assert est.beta_pilot_ == pytest.approx(pilot.beta_, rel=1e-9) and est.beta_ < 4.0 < pilot.beta_
+    lo, hi = post.beta_interval()
+    assert post.beta_pilot == est.beta_pilot_ and hi >= pilot.beta_ and lo <= 4.0 <= hi, (lo, hi)
+    # elements within the block grid's resolution, or beta given: no pilot in the interval
+    assert not exceeds_block_cap(grid, (4, 4), 2) and exceeds_block_cap(grid, (4, 5), 2) and not exceeds_block_cap(grid, (8, 8), 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        given = PotentialEstimator(hermite_elements="auto", beta=4.0).fit(s)
+    assert given.beta_pilot_ is None
+

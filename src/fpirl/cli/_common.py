@@ -222,4 +222,6 @@ def _print_uncertainty(extra) -> None:
               f"[{extra['beta_lower']:.6g}, {extra['beta_upper']:.6g}]"
               + (f"; corrected for the Hermite basis error: {extra['beta_corrected']:.6g}" if "beta_corrected" in extra
                  else "")
-              + (f"; with Simpson's rows: {extra['beta_simpson']:.6g}" if "beta_simpson" in extra else ""))
+              + (f"; with Simpson's rows: {extra['beta_simpson']:.6g}" if "beta_simpson" in extra else "")
+              + (f"; reaching the block-means beta at the default Hermite elements, {extra['beta_pilot']:.6g}"
+                 if "beta_pilot" in extra else ""))

@@ -29,9 +29,15 @@ Candidates: :data:`CV_ELEMENTS` by dimension, the same number on every axis, cap
 ``max(4, N_i // 3)`` for ``N_i`` FE elements (at least three FE elements per Hermite element, never below
 the fixed default: with two, the 3-D fits on 10-16 nodes per axis chose 5 or 6 elements and lost) and at
 :data:`MAX_COEF` coefficients. Where beta is estimated from block means of ``c`` nodes per axis (the fit at
-the default takes them where the snapshot noise dominates, :mod:`fpirl.estimators._beta_noise`), the cap is
-``max(4, N_i // (3 c))``: beta's grid is ``c`` times coarser, and a Hermite space finer than it resolves
-biased beta with an interval that missed (4 of 4 such sets: docs/benchmarks.md). Where the cross-validation does not
+the default takes them where the snapshot noise dominates, :mod:`fpirl.estimators._beta_noise`), the candidates
+are the same: the final fit takes its own block means, fewer halvings where its Hermite space is too fine for
+the coarser grids. Until the fifteenth pass of issue 20 the cap was ``max(4, N_i // (3 c))`` there, because a
+Hermite space finer than beta's block grid resolves biased beta with an interval that missed. Now, where the
+choice is finer than that (:func:`exceeds_block_cap`), beta's interval reaches the pilot's beta at the default
+elements (``beta_pilot_``: the two errors tend to lie on opposite sides, the block grid's low and the coarse
+Hermite space's high). On 28 beta-estimated fits through the CLI (benchmarks/bench_beta_cli.py) psi's error fell
+on 12 and rose on 2 (geometric mean 5.69% -> 4.35%), beta's median error 5.15% -> 3.95%, coverage 25 of 28 both
+(docs/benchmarks.md, issue 20 fifteenth pass). Where the cross-validation does not
 apply, ``'auto'`` is the fixed default (:data:`HIGH_DIM_ELEMENTS` on 5 or more axes): four or more axes (each candidate costs a contraction and a
 factorisation of a 4-D normal matrix per block), fewer than 3 time steps, given normal equations, the
 matrix-free solvers, a Dask scheduler, one quadrature point, fewer than two candidates, or blocks' moments over
@@ -78,13 +84,21 @@ FE_PER_ELEMENT = 3
 
 def candidate_elements(grid, coarsening: int = 1) -> list[tuple[int, ...]]:
     """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text; ``coarsening``:
-    beta is fitted to block means of that many nodes per axis, and the cap applies to that coarser grid."""
+    beta is fitted to block means of that many nodes per axis, and the cap applies to that coarser grid
+    (the rule before the fifteenth pass; :func:`exceeds_block_cap` now only marks the candidates beyond it)."""
     out = []
     for n in CV_ELEMENTS.get(grid.ndim, ()):
         el = tuple(min(n, max(DEFAULT_ELEMENTS, e // (FE_PER_ELEMENT * coarsening))) for e in grid.elements)
         if el not in out and HermiteSpace.on_grid(grid, el).n_coef <= MAX_COEF:
             out.append(el)
     return out
+
+
+def exceeds_block_cap(grid, elements, coarsening: int) -> bool:
+    """Whether ``elements`` are finer on some axis than ``max(4, N_i // (3 c))``: finer than the grid of beta's
+    block means (``c`` nodes per axis) resolves at three FE elements per Hermite element (module text)."""
+    return any(el > max(DEFAULT_ELEMENTS, n // (FE_PER_ELEMENT * coarsening)) for el, n in zip(elements, grid.elements))
+
 
 
 def held_out_rss(parts, hermite: HermiteSpace, ridge: float, gamma: float) -> np.ndarray:
@@ -145,10 +159,6 @@ class HermiteCVMixin:
                 warnings.simplefilter("ignore")
                 pilot = type(self)(**params).fit(snapshots, _moments=total)
             gamma = 1.0 / pilot.beta_
-            if pilot.beta_coarsening_ > 1:  # beta from block means: the Hermite space must resolve their grid too
-                cands = candidate_elements(grid, pilot.beta_coarsening_)
-                if len(cands) < 2:
-                    return self._fit_default(snapshots, None, total)
         else:
             gamma = 1.0 / float(self.beta)
         ridge = DEFAULT_RIDGE if self.ridge is None or isinstance(self.ridge, str) else float(self.ridge)
@@ -159,6 +169,10 @@ class HermiteCVMixin:
             scores[el] = held_out_rss([contract_moments(m, tables) for m in blocks], hermite, ridge, gamma)
         best = chosen(scores, (DEFAULT_ELEMENTS,) * grid.ndim)
         self.fit(snapshots, _moments=total, _elements=best)
+        # beta from block means with a Hermite space finer than their grid resolves: its interval also reaches the
+        # pilot's beta (at the default elements), see the module text
+        self.beta_pilot_ = (float(pilot.beta_) if self.estimate_beta and pilot.beta_coarsening_ > 1
+                            and exceeds_block_cap(grid, best, int(pilot.beta_coarsening_)) else None)
         norm = total.gg if total.gg > 0 else 1.0
         self.hermite_cv_ = {el: float(s.sum()) / norm for el, s in scores.items()}
         self.settings_ = {**self.settings_, "hermite_selection": "cv", "hermite_cv_blocks": n_blocks,
@@ -172,6 +186,6 @@ class HermiteCVMixin:
         d = snapshots.grid.ndim
         self.fit(snapshots, normal_equations, _moments=moments,
                  _elements=(DEFAULT_ELEMENTS if d <= 4 else HIGH_DIM_ELEMENTS,) * d)
-        self.hermite_cv_ = None
+        self.hermite_cv_ = self.beta_pilot_ = None
         self.settings_ = {**self.settings_, "hermite_selection": "default"}
         return self

@@ -144,9 +144,14 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
     hermite_cv_ : dict or None
         With ``hermite_elements='auto'``: ``{elements: summed held-out RSS / g.g}`` per candidate; None
         where the fixed default was taken (or elements were given).
+    beta_pilot_ : float or None
+        With ``hermite_elements='auto'`` and beta from block means: the pilot fit's beta (at the default
+        elements) where the chosen elements are finer than the block grid resolves; beta's interval reaches it
+        (:mod:`fpirl.estimators.hermite_cv`). None otherwise.
     """
 
     hermite_cv_ = None
+    beta_pilot_ = None
 
     def __init__(
         self,

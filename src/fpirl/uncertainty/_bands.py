@@ -131,6 +131,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["beta_lower"], out["beta_upper"] = post.beta_interval()
         if post.beta_coarse is not None:
             out["beta_coarse"] = post.beta_coarse
+        if post.beta_pilot is not None:
+            out["beta_pilot"] = post.beta_pilot
         if post.beta_corrected is not None:
             out["beta_corrected"] = post.beta_corrected
         if post.beta_correction_z is not None:

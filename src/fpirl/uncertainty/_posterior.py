@@ -49,6 +49,10 @@ class CoefficientPosterior:
     beta_coarse : float, optional
         beta fitted at a coarser Hermite resolution (:func:`beta_at_coarser_resolution`); widens
         the beta interval by the basis-error contribution.
+    beta_pilot : float, optional
+        beta from block means at the default Hermite elements, where the fit's elements (chosen by
+        cross-validation) are finer than the block grid resolves (``beta_pilot_`` of
+        :class:`fpirl.estimators.PotentialEstimator`); the interval reaches it.
     noise_model : str
         ``'rows'`` (independent residual rows) or the snapshot-noise shape, ``'multiplicative'``
         or ``'additive'`` (:func:`fpirl.uncertainty._snapshot_noise.snapshot_posterior`).
@@ -106,6 +110,7 @@ class CoefficientPosterior:
     noise_variance: float = float("nan")
     beta_estimated: bool = False
     beta_coarse: float | None = None
+    beta_pilot: float | None = None
     noise_model: str = "rows"
     bias: np.ndarray | None = None
     resolution: np.ndarray | None = None
@@ -173,6 +178,8 @@ class CoefficientPosterior:
         lower, upper = (float(1.0 / ghi) if ghi > 0 else float("inf")), (float(1.0 / glo) if glo > 0 else float("inf"))
         if self.beta_coarse is not None:
             lower, upper = widened_by_basis_error((lower, upper), self.gamma, 1.0 / self.beta_coarse)
+        if self.beta_pilot is not None:  # the block grid's error at a Hermite space finer than it resolves
+            lower, upper = min(lower, self.beta_pilot), max(upper, self.beta_pilot)
         return lower, upper
 
 

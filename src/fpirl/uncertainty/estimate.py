@@ -194,6 +194,8 @@ def posterior(est, snapshots=None, rng=0, progress: bool = False) -> Coefficient
         return increments_posterior(est)
     post = density_posterior(est) if snapshots is None else snapshot_posterior(est, snapshots, rng=rng,
                                                                                progress=progress)
+    if post.beta_estimated:
+        post.beta_pilot = getattr(_inner(est), "beta_pilot_", None)
     if isinstance(snapshots, DensitySnapshots):
         add_basis_error(post, est, snapshots)
         inner = _inner(est)
