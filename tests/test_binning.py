@@ -33,6 +33,30 @@ def test_matches_dense_hat_functions_and_conserves_mass(rng, boundary):
     assert mw.sum() == pytest.approx(w.sum(), rel=1e-13)
 
 
+
+@pytest.mark.parametrize("boundary", ["periodic", "reflecting"])
+def test_labels_deposit_one_field_per_label(rng, boundary):
+    """With ``labels``, every field is the dense hat-function deposit of its own points (empty labels give zero
+    fields); bad labels are a one-line error."""
+    grid = Grid([-1, 0], [1, 3], (4, 5), boundary=boundary)
+    x = grid.lower + (grid.upper - grid.lower) * rng.random((300, 2))
+    labels = rng.integers(0, 5, 300)
+    labels[labels == 3] = 4  # label 3 stays empty
+    w = rng.random(300)
+    m = cloud_in_cell(grid, x, w, labels=labels, n_labels=6)
+    assert m.shape == (6,) + grid.shape
+    for k in range(6):
+        sel = labels == k
+        ref = _hat_weights_reference(grid, x[sel] if sel.any() else np.zeros((0, 2))) if sel.any() else 0.0
+        np.testing.assert_allclose(m[k], cloud_in_cell(grid, x[sel], w[sel]), rtol=0, atol=1e-12)
+        if sel.any():  # unit weights: the dense reference
+            np.testing.assert_allclose(cloud_in_cell(grid, x[sel], labels=np.zeros(sel.sum(), int))[0], ref, atol=1e-12)
+        else:
+            assert not m[k].any()
+    with pytest.raises(FpirlInputError, match="labels"):
+        cloud_in_cell(grid, x, labels=labels, n_labels=4)
+
+
 def test_reproduces_linear_first_moments(rng):
     grid = Grid([-1, -2], [1, 3], (5, 7), boundary="reflecting")
     x = grid.lower + (grid.upper - grid.lower) * rng.random((1000, 2))

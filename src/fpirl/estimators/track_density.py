@@ -213,28 +213,31 @@ class TrackDensityEstimator(TrackEstimatorMixin):
         order = np.argsort(frame, kind="stable")
         fsorted = frame[order]
         weights = grid.node_weights()
-        values = np.empty((snap_frames.size,) + grid.shape)
+        # the observations of every snapshot's pooled frames (a frame may feed several snapshots), all deposited in
+        # one pass, one field per snapshot
+        starts, stops = np.searchsorted(fsorted, snap_frames - w), np.searchsorted(fsorted, snap_frames + w + 1)
+        lengths = stops - starts
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        labels = np.repeat(np.arange(snap_frames.size), lengths)
+        rows = order[np.arange(labels.size) - offsets[labels] + starts[labels]]
+        mass = cloud_in_cell(grid, tracks.values[rows], labels=labels, n_labels=snap_frames.size)
+        values = mass / (lengths.reshape((-1,) + (1,) * d) * weights)
         bandwidths = []
-        it = range(snap_frames.size)
-        if self.progress:
-            it = tqdm(it, desc="snapshots", unit="snapshot")
-        for k in it:
-            a, b = np.searchsorted(fsorted, [snap_frames[k] - w, snap_frames[k] + w + 1])
-            pts = tracks.values[order[a:b]]
-            mass = cloud_in_cell(grid, pts)
-            rho = mass / (pts.shape[0] * weights)
-            if self.smoothing is not None:
-                if isinstance(self.smoothing, str):
-                    if self.smoothing != "scott":
-                        raise FpirlInputError(f"smoothing must be None, 'scott' or a bandwidth, got {self.smoothing!r}")
-                    h = scott_bandwidth(pts, tracks.lower, tracks.upper, tracks.periodic)
-                else:
-                    h = np.broadcast_to(np.asarray(self.smoothing, dtype=float), (d,))
-                    if not np.all(np.isfinite(h)) or np.any(h < 0):
-                        raise FpirlInputError(f"smoothing bandwidth must be non-negative, got {self.smoothing!r}")
-                bandwidths.append(h)
-                rho = smooth_density(rho, grid, h)
-            values[k] = rho
+        it = range(snap_frames.size) if self.smoothing is not None else ()
+        if self.progress and self.smoothing is not None:
+            it = tqdm(it, desc="smoothing snapshots", unit="snapshot")
+        for k in it:  # optional smoothing: a bandwidth per snapshot
+            pts = tracks.values[rows[offsets[k]:offsets[k] + lengths[k]]]
+            if isinstance(self.smoothing, str):
+                if self.smoothing != "scott":
+                    raise FpirlInputError(f"smoothing must be None, 'scott' or a bandwidth, got {self.smoothing!r}")
+                h = scott_bandwidth(pts, tracks.lower, tracks.upper, tracks.periodic)
+            else:
+                h = np.broadcast_to(np.asarray(self.smoothing, dtype=float), (d,))
+                if not np.all(np.isfinite(h)) or np.any(h < 0):
+                    raise FpirlInputError(f"smoothing bandwidth must be non-negative, got {self.smoothing!r}")
+            bandwidths.append(h)
+            values[k] = smooth_density(values[k], grid, h)
         learned = {"grid_": grid, "pool_": w, "bandwidth_": np.mean(bandwidths, axis=0) if bandwidths else None,
                    "n_snapshots_": int(snap_frames.size)}
         times = tracks.time.min() + snap_frames * tracks.dt

@@ -52,7 +52,7 @@ def _cell_coordinates(grid: Grid, x: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return i, f
 
 
-def cloud_in_cell(grid: Grid, points, weights=None) -> np.ndarray:
+def cloud_in_cell(grid: Grid, points, weights=None, *, labels=None, n_labels: int | None = None) -> np.ndarray:
     r"""Multilinear (cloud-in-cell) deposit of points onto the FE nodes.
 
     Computes :math:`M_j = \sum_p m_p w_j(x_p)` with the nodal hat functions :math:`w_j` of
@@ -68,11 +68,16 @@ def cloud_in_cell(grid: Grid, points, weights=None) -> np.ndarray:
         ``[lower, upper]`` (up to round-off of ``1e-9`` of the axis length).
     weights : array_like, shape (n,), optional
         Mass per point (default 1).
+    labels : array_like of int, shape (n,), optional
+        Deposit each point into the field of its label (``0 .. n_labels - 1``), all fields in one pass (e.g. one
+        field per snapshot, without a Python loop over snapshots).
+    n_labels : int, optional
+        The number of fields with ``labels`` (default ``max(labels) + 1``).
 
     Returns
     -------
-    ndarray, shape ``grid.shape``
-        Deposited mass per node; sums to ``sum(weights)`` (or ``n``).
+    ndarray, shape ``grid.shape`` (``(n_labels,) + grid.shape`` with ``labels``)
+        Deposited mass per node; sums to ``sum(weights)`` (or ``n``), per label with ``labels``.
 
     Raises
     ------
@@ -95,6 +100,13 @@ def cloud_in_cell(grid: Grid, points, weights=None) -> np.ndarray:
         raise FpirlInputError(f"point {int(np.flatnonzero(~finite)[0])} has a NaN or infinite coordinate")
     if weights is not None and not np.all(np.isfinite(weights)):
         raise FpirlInputError("weights contain NaN or infinite values")
+    fields = 1
+    if labels is not None:
+        labels = np.asarray(labels)
+        fields = int(n_labels) if n_labels is not None else (int(labels.max()) + 1 if n else 0)
+        if labels.shape != (n,) or (n and (labels.min() < 0 or labels.max() >= fields)):
+            raise FpirlInputError(f"labels must be {n} integers in [0, {fields})")
+        labels = labels.astype(np.int64) * grid.size
     if not grid.periodic and n:
         length = grid.upper - grid.lower
         tol = 1e-9 * length
@@ -108,13 +120,13 @@ def cloud_in_cell(grid: Grid, points, weights=None) -> np.ndarray:
     strides = np.array([int(np.prod(shape[k + 1:])) for k in range(d)], dtype=np.int64)
     n_nodes = np.asarray(shape, dtype=np.int64)
     corners = np.array(np.meshgrid(*([[0, 1]] * d), indexing="ij")).reshape(d, -1).T  # (2^d, d)
-    out = np.zeros(grid.size)
+    out = np.zeros(fields * grid.size)
     for start in range(0, n, _BLOCK):
         xb = x[start:start + _BLOCK]
         wb = None if weights is None else weights[start:start + _BLOCK]
         i, f = _cell_coordinates(grid, xb)
         for c in corners:
-            idx = np.zeros(xb.shape[0], dtype=np.int64)
+            idx = np.zeros(xb.shape[0], dtype=np.int64) if labels is None else labels[start:start + _BLOCK].copy()
             w = np.ones(xb.shape[0]) if wb is None else wb.copy()
             for k in range(d):
                 node = i[:, k] + c[k]
@@ -122,5 +134,5 @@ def cloud_in_cell(grid: Grid, points, weights=None) -> np.ndarray:
                     node = np.where(node == n_nodes[k], 0, node)
                 idx += node * strides[k]
                 w *= f[:, k] if c[k] else 1.0 - f[:, k]
-            out += np.bincount(idx, weights=w, minlength=grid.size)
-    return out.reshape(shape)
+            out += np.bincount(idx, weights=w, minlength=out.size)
+    return out.reshape(shape if labels is None else (fields,) + shape)
