@@ -82,13 +82,11 @@ HIGH_DIM_ELEMENTS = 3
 FE_PER_ELEMENT = 3
 
 
-def candidate_elements(grid, coarsening: int = 1) -> list[tuple[int, ...]]:
-    """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text; ``coarsening``:
-    beta is fitted to block means of that many nodes per axis, and the cap applies to that coarser grid
-    (the rule before the fifteenth pass; :func:`exceeds_block_cap` now only marks the candidates beyond it)."""
+def candidate_elements(grid) -> list[tuple[int, ...]]:
+    """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text."""
     out = []
     for n in CV_ELEMENTS.get(grid.ndim, ()):
-        el = tuple(min(n, max(DEFAULT_ELEMENTS, e // (FE_PER_ELEMENT * coarsening))) for e in grid.elements)
+        el = tuple(min(n, max(DEFAULT_ELEMENTS, e // FE_PER_ELEMENT)) for e in grid.elements)
         if el not in out and HermiteSpace.on_grid(grid, el).n_coef <= MAX_COEF:
             out.append(el)
     return out
@@ -98,7 +96,6 @@ def exceeds_block_cap(grid, elements, coarsening: int) -> bool:
     """Whether ``elements`` are finer on some axis than ``max(4, N_i // (3 c))``: finer than the grid of beta's
     block means (``c`` nodes per axis) resolves at three FE elements per Hermite element (module text)."""
     return any(el > max(DEFAULT_ELEMENTS, n // (FE_PER_ELEMENT * coarsening)) for el, n in zip(elements, grid.elements))
-
 
 
 def held_out_rss(parts, hermite: HermiteSpace, ridge: float, gamma: float) -> np.ndarray:
