@@ -82,11 +82,17 @@ HIGH_DIM_ELEMENTS = 3
 FE_PER_ELEMENT = 3
 
 
+def _element_cap(fe_elements: int, coarsening: int = 1) -> int:
+    """Most Hermite elements on an axis of ``fe_elements`` FE elements: :data:`FE_PER_ELEMENT` FE elements of the
+    grid coarsened ``coarsening`` times per Hermite element, never below the default (module text)."""
+    return max(DEFAULT_ELEMENTS, fe_elements // (FE_PER_ELEMENT * coarsening))
+
+
 def candidate_elements(grid) -> list[tuple[int, ...]]:
     """The candidates of ``grid`` (distinct, in increasing order), capped as in the module text."""
     out = []
     for n in CV_ELEMENTS.get(grid.ndim, ()):
-        el = tuple(min(n, max(DEFAULT_ELEMENTS, e // FE_PER_ELEMENT)) for e in grid.elements)
+        el = tuple(min(n, _element_cap(e)) for e in grid.elements)
         if el not in out and HermiteSpace.on_grid(grid, el).n_coef <= MAX_COEF:
             out.append(el)
     return out
@@ -95,7 +101,7 @@ def candidate_elements(grid) -> list[tuple[int, ...]]:
 def exceeds_block_cap(grid, elements, coarsening: int) -> bool:
     """Whether ``elements`` are finer on some axis than ``max(4, N_i // (3 c))``: finer than the grid of beta's
     block means (``c`` nodes per axis) resolves at three FE elements per Hermite element (module text)."""
-    return any(el > max(DEFAULT_ELEMENTS, n // (FE_PER_ELEMENT * coarsening)) for el, n in zip(elements, grid.elements))
+    return any(el > _element_cap(n, coarsening) for el, n in zip(elements, grid.elements))
 
 
 def held_out_rss(parts, hermite: HermiteSpace, ridge: float, gamma: float) -> np.ndarray:

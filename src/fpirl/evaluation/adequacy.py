@@ -98,8 +98,7 @@ def _split(A, XY, YY, N, D):
     # drift indistinguishable from noise (nan) where the debiased energy is not positive; no division there
     # (a floor such as 1e-300 overflows on data in large units)
     signal = den - bias_den
-    frac = np.divide(num - bias_num, signal, out=np.full(num.shape, np.nan), where=signal > 0)
-    frac = np.where(signal > 0, np.clip(frac, 0.0, 1.0), np.nan)
+    frac = np.clip(np.divide(num - bias_num, signal, out=np.full(num.shape, np.nan), where=signal > 0), 0.0, 1.0)
     return frac, raw, den
 
 

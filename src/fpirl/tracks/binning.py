@@ -104,7 +104,8 @@ def cloud_in_cell(grid: Grid, points, weights=None, *, labels=None, n_labels: in
     if labels is not None:
         labels = np.asarray(labels)
         fields = int(n_labels) if n_labels is not None else (int(labels.max()) + 1 if n else 0)
-        if labels.shape != (n,) or (n and (labels.min() < 0 or labels.max() >= fields)):
+        if (labels.shape != (n,) or not np.issubdtype(labels.dtype, np.integer)
+                or (n and (labels.min() < 0 or labels.max() >= fields))):
             raise FpirlInputError(f"labels must be {n} integers in [0, {fields})")
         labels = labels.astype(np.int64) * grid.size
     if not grid.periodic and n:
