@@ -2,6 +2,11 @@
 
 Run: ``python benchmarks/bench_forward.py [--points 24 32] [--snapshots 50]``.
 
+``--walls2d [--busy]`` (issue 20, sixteenth pass): the 2-D walled test data of ``tests/_simdensity.py``
+(``[-3, 3]^2``, beta 1, 25 snapshots 0.2 apart, 141^2 finite-volume points: 14 complex sparse LU factorisations and
+336 solves), three runs; ``--busy`` keeps one core busy with another process meanwhile (a shared machine). Compare
+trees with ``PYTHONPATH=OTHER/src``.
+
 4-D periodic case: box [0, 2 pi]^4, beta = 5, dt = 0.02, psi a sum of a few trigonometric
 terms with max |grad psi| ~ 3, von Mises initial bump. Reports wall time, number of IF-RK4 steps,
 the resolution diagnostic and the change of the final snapshot when the step is halved.
@@ -46,7 +51,11 @@ def main():
     ap.add_argument("--halve", action="store_true", help="also rerun with half the step (accuracy check)")
     ap.add_argument("--fv", type=int, nargs="*", default=[], help="also time the 4-D FV solver at these nodes/axis")
     ap.add_argument("--simulate", type=int, nargs="*", default=[], help="time simulate_density on N^4-element grids")
+    ap.add_argument("--walls2d", action="store_true", help="time the 2-D walled finite-volume run of the tests")
+    ap.add_argument("--busy", action="store_true", help="with --walls2d: one core kept busy by another process")
     args = ap.parse_args()
+    if args.walls2d:
+        return walls_2d(args.busy)
     lo, hi = np.zeros(4), np.full(4, 2 * np.pi)
     times = args.dt * np.arange(args.snapshots + 1)
     init = von_mises_bump(lo, hi, [1.0, 2.0, 3.0, 4.0], 2.0)
@@ -80,6 +89,40 @@ def main():
         out = f.solve(init, times)
         wall = time.perf_counter() - t0
         print(f"finite volume {m}^4 ({f.method}): {wall:.1f} s, mass err {abs(f.mass(out) - 1).max():.1e}")
+
+
+def _spin(stop):
+    while not stop.is_set():
+        pass
+
+
+def walls_2d(busy: bool) -> None:
+    """Three runs of the 2-D walled finite-volume data (module doc), wall seconds each."""
+    import multiprocessing as mp
+
+    w = np.pi / 3
+
+    def psi(x):
+        u = (x + 3.0) * w
+        return 0.6 * np.cos(u[..., 0] + 0.3) + 0.35 * np.cos(u[..., 1] - 0.7) + 0.3 * np.sin(u[..., 0]) * np.sin(u[..., 1])
+
+    grid = Grid([-3, -3], [3, 3], 28, boundary="reflecting")
+    times = 0.2 * np.arange(25)
+    stop = mp.Event()
+    spinner = mp.Process(target=_spin, args=(stop,), daemon=True) if busy else None
+    if spinner:
+        spinner.start()
+    try:
+        for _ in range(3):
+            t0 = time.perf_counter()
+            s = FiniteVolumeSolver(grid.lower, grid.upper, 141, psi, 1.0)
+            out = s.solve(von_mises_bump(grid.lower, grid.upper, [0.9, -1.2], 1.0), times)
+            print(f"walls 2-D, 141^2 points, 25 snapshots{' (one core busy)' if busy else ''}: "
+                  f"{time.perf_counter() - t0:.2f} s, mass err {abs(s.mass(out) - 1).max():.1e}", flush=True)
+    finally:
+        stop.set()
+        if spinner:
+            spinner.join()
 
 
 if __name__ == "__main__":

@@ -108,9 +108,9 @@ def test_bad_uncertainty_options_are_one_line_errors(density_file, tmp_path, cap
 
 
 def test_fit_switches_to_simpson_only_without_an_explicit_time_scheme(tmp_path):
-    """Noise-free walled box sampled every 0.2: the default takes Simpson's rows (attrs and a line say so);
-    ``--time-scheme midpoint`` keeps the rule asked for."""
-    s, _ = coarse_step_walled(28)
+    """Noise-free walled box (20^2) sampled every 0.2: the default takes Simpson's rows (attrs and a line say
+    so); ``--time-scheme midpoint`` keeps the rule asked for."""
+    s, _ = coarse_step_walled(20)
     data = tmp_path / "ww.nc"
     write_density(data, s)
     auto, fixed = tmp_path / "a.nc", tmp_path / "m.nc"

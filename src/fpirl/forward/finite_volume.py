@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import expm_multiply, splu
 
 from ..core._errors import FpirlInputError
+from ..core._threads import one_blas_thread
 from ..core._splines import spline_matrix
 from ..core.validation import positive
 from ._common import _ForwardSolver, _bounds, _per_axis
@@ -219,20 +220,21 @@ class FiniteVolumeSolver(_ForwardSolver):
         # equally spaced output times give intervals t_{k+1} - t_k that differ in the last bits:
         # reuse the factorisations when the interval agrees to 1e-12 relative (a time error far
         # below the 1e-14 accuracy of the rational approximation)
-        if self._factors is None or not math.isclose(self._factors[0], interval, rel_tol=1e-12, abs_tol=0.0):
-            self._factors = None  # release the previous factorisations first
-            self.factorisations += 1
-            n = v.size
-            a = (self.generator * interval).astype(complex).tocsc()
-            eye = sp.identity(n, dtype=complex, format="csc")
-            self._factors = (
-                interval,
-                [(w, _factorise(z * eye - a)) for z, w in zip(*_TALBOT)],
-            )
-        out = np.zeros(v.size)
-        vc = v.astype(complex)
-        for w, lu in self._factors[1]:
-            out += (w * lu.solve(vc)).real
+        with one_blas_thread():  # SuperLU's supernodes are small BLAS calls (module doc of _threads)
+            if self._factors is None or not math.isclose(self._factors[0], interval, rel_tol=1e-12, abs_tol=0.0):
+                self._factors = None  # release the previous factorisations first
+                self.factorisations += 1
+                n = v.size
+                a = (self.generator * interval).astype(complex).tocsc()
+                eye = sp.identity(n, dtype=complex, format="csc")
+                self._factors = (
+                    interval,
+                    [(w, _factorise(z * eye - a)) for z, w in zip(*_TALBOT)],
+                )
+            out = np.zeros(v.size)
+            vc = v.astype(complex)
+            for w, lu in self._factors[1]:
+                out += (w * lu.solve(vc)).real
         return out.reshape(self.shape)
 
     def evaluation_matrices(self, coords):
