@@ -115,7 +115,7 @@ def result_table_columns(attrs) -> dict:
     cols = table_columns(attrs)
     if any(cols[k] is None for k in ("track", "time", "state")):
         raise FpirlInputError("the result was not fitted on a track table (no table columns in its attrs); "
-                              "simulate tracks needs one")
+                              "comparing or simulating tracks needs one")
     cols["state"] = [c for c in cols["state"].split(",") if c]
     act = cols["action"]
     cols["action"] = None if act is None else ("velocity" if act.strip() == "velocity" else act.split(","))

@@ -210,6 +210,15 @@ def _main(argv, signals) -> int:
             raise
         _error(f"out of memory: {exc}" if str(exc) else "out of memory")
         return EXIT_FAILURE
+    except BrokenPipeError:  # the reader of stdout left (``fpirl ... | head``): stop quietly
+        _silence_stdout()
+        return EXIT_FAILURE
+    except (OverflowError, FloatingPointError, ZeroDivisionError) as exc:
+        if debug:
+            raise
+        _error(f"numerical overflow or division by zero ({exc}): the data's scales (times, coordinates, values) or "
+               "the options (beta, ridge, scales) are out of the range this computation can represent")
+        return EXIT_FAILURE
     except Exception as exc:
         if debug:
             raise
@@ -217,6 +226,18 @@ def _main(argv, signals) -> int:
         return EXIT_FAILURE
     finally:
         warnings.formatwarning = old_format
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's final flush does not fail again on a
+    closed pipe (the recipe of the Python documentation, "Note on SIGPIPE")."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real stdout (captured in-process)
+        pass
 
 
 if __name__ == "__main__":

@@ -65,8 +65,31 @@ def _nonnegative_float(text: str) -> float:
     return _number(text, float, lambda v: 0 <= v < float("inf"), "a non-negative finite number")
 
 
+#: ``--beta``: beyond these the fit's ``1/beta`` and its square, and the simulators' ``beta`` times a squared
+#: step, leave double precision (the fit's unknown is ``1/beta``; rescale the times to stay inside).
+BETA_RANGE = (1e-30, 1e30)
+#: ``--ridge``: a relative ridge above this drowns the data (the normal matrix is lost in rounding against it).
+RIDGE_MAX = 1e6
+#: Multiplying factors of ``fpirl solve`` (noise, drift, action push): beyond these the re-solved transition
+#: is a point mass or a flat spread on any grid, and its squares leave double precision.
+FACTOR_RANGE = (1e-6, 1e6)
+
+
+def _beta(text: str) -> float:
+    lo, hi = BETA_RANGE
+    return _number(text, float, lambda v: lo <= v <= hi, f"a positive number between {lo:g} and {hi:g}")
+
+
 def _ridge(text: str):
-    return "gcv" if text.strip().lower() == "gcv" else _nonnegative_float(text)
+    if text.strip().lower() == "gcv":
+        return "gcv"
+    return _number(text, float, lambda v: 0 <= v <= RIDGE_MAX,
+                   f"'gcv' or a relative ridge between 0 and {RIDGE_MAX:g} (larger drowns the data)")
+
+
+def _factor(text: str) -> float:
+    lo, hi = FACTOR_RANGE
+    return _number(text, float, lambda v: lo <= v <= hi, f"a factor between {lo:g} and {hi:g}")
 
 
 def _discount(text: str) -> float:
@@ -77,12 +100,36 @@ def _positive_int(text: str) -> int:
     return _number(text, int, lambda v: v >= 1, "a positive integer")
 
 
+def _seed(text: str) -> int:
+    return _number(text, int, lambda v: v >= 0, "a non-negative integer")
+
+
 def _output_netcdf(path, inputs=()) -> Path:
     """Check an output netCDF path before any work (:func:`fpirl.io.check_output_path`): .nc
     suffix, existing writable directory, not one of the ``inputs``."""
     from ..io._files import NETCDF_SUFFIXES, check_output_path
 
     return check_output_path(path, NETCDF_SUFFIXES, inputs)
+
+
+def _output_directory(path) -> Path:
+    """An output directory, created with its parents before any work; one-line errors where a file is in the
+    way or it cannot be created or written."""
+    import os
+
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise FpirlInputError(f"output {str(out)!r} exists and is not a directory")
+    blocker = next((p for p in out.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FpirlInputError(f"cannot create {str(out)!r}: {str(blocker)!r} is a file, not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FpirlInputError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise FpirlInputError(f"cannot write into {str(out)!r}: permission denied")
+    return out
 
 
 #: ``fpirl fit`` on density data notes the data's support when it covers less than this share of the nodes.

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ..core._errors import FpirlInputError
-from ._common import EXIT_OK, _positive_int_list, _progress
+from ._common import EXIT_OK, _output_directory, _positive_int_list, _progress
 
 
 def _elements(args):
@@ -67,8 +66,6 @@ def add_benchmark_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_benchmark(args) -> int:
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise FpirlInputError(f"output {str(out)!r} exists and is not a directory")
+    _output_directory(args.output)
     BENCHMARKS[args.problem](args)
     return EXIT_OK

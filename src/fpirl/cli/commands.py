@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..core._errors import FpirlInputError
-from ._common import EXIT_OK, _output_netcdf, _positive_int, _progress, add_column_arguments
+from ._common import EXIT_OK, _output_directory, _output_netcdf, _positive_int, _progress, _seed, add_column_arguments
 
 
 # --------------------------------------------------------------------------------------------
@@ -18,10 +18,11 @@ def add_plot_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_plot(args) -> int:
-    from ..io.netcdf import check_output_path, read_result
+    from ..io.netcdf import read_result
+    from ..plotting._common import check_figure_path
     from ..plotting.fields import plot_result
 
-    check_output_path(args.output, inputs=(args.result,))
+    check_figure_path(args.output, inputs=(args.result,))
     path = plot_result(read_result(args.result), args.output)
     print(f"fpirl plot: wrote {path}")
     return EXIT_OK
@@ -39,7 +40,7 @@ def add_demo_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_demo(args) -> int:
     from ..problems.demo import run_demo
 
-    run_demo(args.output, progress=_progress(args))
+    run_demo(_output_directory(args.output), progress=_progress(args))
     return EXIT_OK
 
 
@@ -58,7 +59,7 @@ def add_simulate_arguments(p: argparse.ArgumentParser) -> None:
                         help="simulate N tracks of the fitted increments model (output SIM.csv)")
     tracks.add_argument("--from", dest="start", metavar="TRACKS",
                         help="draw the starts from rows of this table (default: exp(-beta psi) on the grid)")
-    tracks.add_argument("--seed", metavar="S", type=int, default=0, help="random seed (default 0)")
+    tracks.add_argument("--seed", metavar="S", type=_seed, default=0, help="random seed (default 0)")
     add_column_arguments(p.add_argument_group("columns of the --from table (default: the ones the result was fitted "
                                               "with)"))
     p.add_argument("-o", "--output", metavar="SIM.nc|SIM.csv", required=True,
@@ -117,7 +118,7 @@ def add_compare_arguments(p: argparse.ArgumentParser) -> None:
     tracks.add_argument("--state", metavar="C1,C2", help="position columns " + note.format("remaining", "s"))
     tracks.add_argument("--max-lag", metavar="K", type=_positive_int, default=None,
                         help="largest lag in frames (default: half the median track length, at most 100)")
-    tracks.add_argument("--seed", metavar="S", type=int, default=0, help="bootstrap seed (default 0)")
+    tracks.add_argument("--seed", metavar="S", type=_seed, default=0, help="bootstrap seed (default 0)")
     tracks.add_argument("--json", action="store_true", help="print one JSON object with the numbers")
 
 
@@ -125,7 +126,8 @@ _MODEL_NAMES = {"mdp": "MDP density map", "fp": "Fokker-Planck PDE"}
 
 
 def cmd_compare(args) -> int:
-    from ..io.netcdf import check_output_path, read_attrs, read_density
+    from ..io.netcdf import read_attrs, read_density
+    from ..plotting._common import check_figure_path
     from ..plotting.fields import plot_kl
     from ..workflows import compare_snapshots, kl_reference
     from .tracks import cmd_compare_tracks, is_table
@@ -134,7 +136,7 @@ def cmd_compare(args) -> int:
         return cmd_compare_tracks(args)
 
     fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
-    check_output_path(fig, inputs=(args.data, args.simulation))
+    check_figure_path(fig, inputs=(args.data, args.simulation))
     data = read_density(args.data)
     times, kl = compare_snapshots(data, read_density(args.simulation))
     reference = kl_reference(data)

@@ -8,8 +8,8 @@ import os
 import re
 
 from ..core._errors import FpirlInputError
-from ._common import (EXIT_OK, _coarsen, _discount, _fit_notes, _hermite_elements, _lag, _mobility, _output_netcdf,
-                      _positive_float, _positive_int, _print_uncertainty, _progress, _ridge, add_column_arguments)
+from ._common import (EXIT_OK, _beta, _coarsen, _discount, _fit_notes, _hermite_elements, _lag, _mobility, _output_netcdf,
+                      _positive_int, _print_uncertainty, _progress, _ridge, add_column_arguments)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -44,7 +44,7 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
                    "by cross-validation: over blocks of time steps for density data (1-3 axes; 4 elements on 4 "
                    "axes, 3 on more), over held-out tracks for tables")
     beta = p.add_mutually_exclusive_group()
-    beta.add_argument("--beta", metavar="B", type=_positive_float, help="known inverse temperature")
+    beta.add_argument("--beta", metavar="B", type=_beta, help="known inverse temperature")
     beta.add_argument("--estimate-beta", action="store_true",
                       help="estimate beta jointly with psi (density data need --beta or --estimate-beta; "
                       "tables estimate beta unless --beta is given)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import EXIT_OK, UsageError, _positive_int
+from ._common import EXIT_OK, UsageError, _positive_int, _seed
 
 
 def add_rollout_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,7 +16,7 @@ def add_rollout_arguments(p: argparse.ArgumentParser) -> None:
                    "the reward (the q_value of a 'fpirl solve' output, else re-solved under the result's own "
                    "dynamics) (default recovered)")
     p.add_argument("--episodes", metavar="N", type=_positive_int, default=100, help="episodes (default 100)")
-    p.add_argument("--seed", metavar="S", type=int, default=0, help="seed: episode i resets with S + i (default 0)")
+    p.add_argument("--seed", metavar="S", type=_seed, default=0, help="seed: episode i resets with S + i (default 0)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
 
 

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import EXIT_OK, _number, _output_netcdf, _positive_float
+from ._common import EXIT_OK, FACTOR_RANGE, _factor, _number, _output_netcdf
 
 
-def _finite_float(text: str) -> float:
-    return _number(text, float, lambda v: abs(v) < float("inf"), "a finite number")
+def _push(text: str) -> float:
+    hi = FACTOR_RANGE[1]
+    return _number(text, float, lambda v: abs(v) <= hi, f"a number between {-hi:g} and {hi:g}")
 
 
 def add_solve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("result", metavar="RESULT.nc", help="result file written by 'fpirl fit' (with a policy and reward)")
-    p.add_argument("--noise-scale", metavar="K", type=_positive_float, default=1.0,
+    p.add_argument("--noise-scale", metavar="K", type=_factor, default=1.0,
                    help="multiply the transition's standard deviation by K (default 1)")
-    p.add_argument("--drift-scale", metavar="K", type=_positive_float, default=1.0,
+    p.add_argument("--drift-scale", metavar="K", type=_factor, default=1.0,
                    help="multiply the model's own state drift -grad_s psi by K (default 1)")
-    p.add_argument("--action-drift", metavar="K", type=_finite_float, default=0.0,
+    p.add_argument("--action-drift", metavar="K", type=_push, default=0.0,
                    help="add K a_i dt to the mean step of state axis i: action i pushes state i (needs as many "
                    "action as state axes; default 0)")
     p.add_argument("--reward-from", metavar="R.nc", default=None,

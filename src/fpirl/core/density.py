@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import FpirlInputError
-from .grid import Grid
+from .grid import Grid, check_scale
 
 
 #: Negative values no larger than this fraction of their snapshot's maximum are rounding (of a forward
@@ -68,6 +68,7 @@ class DensitySnapshots:
             raise FpirlInputError("times must be strictly increasing")
         if not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
             raise FpirlInputError("snapshot times must be uniformly spaced")
+        check_scale(float(steps[0]), "the snapshot spacing")
         self.grid = grid
         self.times = times
         self.values = values

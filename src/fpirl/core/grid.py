@@ -21,6 +21,17 @@ from ._errors import FpirlInputError
 
 BOUNDARIES = ("periodic", "reflecting")
 ROLES = ("state", "action")
+#: Box sides (and snapshot spacings, :class:`fpirl.core.density.DensitySnapshots`) outside this range leave
+#: double precision in the weak form (``h^-d`` on 6 axes, ``1/dt^2`` in the noise terms): rescale the units.
+SCALE_RANGE = (1e-30, 1e30)
+
+
+def check_scale(value: float, what: str) -> None:
+    """A one-line error where ``value`` (a length or a time step) lies outside :data:`SCALE_RANGE`."""
+    lo, hi = SCALE_RANGE
+    if not lo <= abs(value) <= hi:
+        raise FpirlInputError(f"{what} {value:.3g} is outside [{lo:g}, {hi:g}]: rescale the units "
+                              "(the weak form's powers of it would leave double precision)")
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,7 @@ class Axis:
             raise FpirlInputError(
                 f"axis {self.name!r}: bounds must be finite with lower < upper, got [{self.lower}, {self.upper}]"
             )
+        check_scale(self.upper - self.lower, f"axis {self.name!r}: the box side")
         if int(self.elements) != self.elements or self.elements < 2:
             raise FpirlInputError(f"axis {self.name!r}: need at least 2 elements, got {self.elements}")
         if self.role not in ROLES:

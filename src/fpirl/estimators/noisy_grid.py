@@ -114,7 +114,11 @@ def coarsened(snapshots, factor="auto") -> tuple[object, Coarsening]:
         raise FpirlInputError(f"coarsen must be 'auto' or a power of two (1, 2, 4, ...), got {factor!r}")
     if factor > 1 and not isinstance(snapshots, DensitySnapshots):
         raise FpirlInputError("coarsening needs the snapshots in memory (this file is streamed)")
-    for _ in range(int(np.log2(factor))):
+    steps = int(np.log2(factor))
+    if steps and any(n % factor or n // factor < 8 for n in grid.elements):
+        raise FpirlInputError(f"cannot coarsen {grid!r} by {factor}: every axis needs a multiple of {factor} "
+                              f"elements, at least {8 * factor}")
+    for _ in range(steps):
         snapshots = _halved(snapshots)
     return snapshots, Coarsening(int(factor), grid)
 

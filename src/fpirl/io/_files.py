@@ -46,6 +46,8 @@ def check_output_path(path, suffixes: Sequence[str] | None = None, inputs: Seque
         raise FpirlInputError(f"output path is a directory: {str(path)!r}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise FpirlInputError(f"cannot write {str(path)!r}: permission denied on the directory {str(parent)!r}")
+    if _total_bytes(parent) == 0:  # /proc, /sys
+        raise FpirlInputError(f"cannot write {str(path)!r}: {str(parent)!r} is not a file system for data files")
     if path.exists() and not os.access(path, os.W_OK):
         raise FpirlInputError(f"cannot write {str(path)!r}: the existing file is read-only")
     for other in inputs:
@@ -139,9 +141,18 @@ def _free_bytes(directory) -> float:
         return float("inf")
 
 
+def _total_bytes(directory) -> float:
+    try:
+        return float(shutil.disk_usage(directory).total)
+    except OSError:
+        return float("inf")
+
+
 def _check_free_space(path: Path, nbytes: int) -> None:
     """Refuse before writing when the destination's file system has less room than the data."""
     free = _free_bytes(path.parent)
+    if free < nbytes and _total_bytes(path.parent) == 0:  # /proc, /sys: no room by design, not a full disk
+        raise FpirlInputError(f"cannot write {str(path)!r}: {str(path.parent)!r} is not a file system for data files")
     if free < nbytes:
         raise FpirlRuntimeError(f"disk full: {str(path)!r} needs about {nbytes / 2**20:.1f} MiB, "
                                 f"{free / 2**20:.1f} MiB free")

@@ -111,14 +111,24 @@ def read_density(path) -> DensitySnapshots:
     path = Path(path)
     if is_zarr(path):
         with open_zarr(path) as ds:
-            return density_from_dataset(load_or_error(ds, path))
+            return _named(path, lambda: density_from_dataset(load_or_error(ds, path)))
     kind = data_kind(path)
     if kind == "table":
         raise FpirlInputError(
             f"{str(path)!r} is a trajectory table, not a density dataset: read it with "
             "fpirl.tracks.reading.read_tracks ('fpirl fit' does so given --track, --time and --state)"
         )
-    return density_from_dataset(_open_netcdf(path))
+    return _named(path, lambda: density_from_dataset(_open_netcdf(path)))
+
+
+def _named(path: Path, read):
+    """``read()``, with the file named in its one-line errors (commands that read two files)."""
+    try:
+        return read()
+    except FpirlInputError as exc:
+        if str(path) in str(exc) or path.name in str(exc):
+            raise
+        raise FpirlInputError(f"{str(path)!r}: {exc}") from None
 
 
 def write_density(path, snapshots: DensitySnapshots, attrs: Mapping | None = None) -> Path:
@@ -220,6 +230,9 @@ def result_dataset(estimator: FittedPotential, mdp: MDPFields | None = None, ext
     psi = np.asarray(estimator.potential_on_grid(), dtype=float)
     if psi.shape != grid.shape:
         raise ValueError(f"potential_on_grid() has shape {psi.shape}, expected {grid.shape}")
+    if not np.all(np.isfinite(psi)):
+        raise FpirlInputError("the fitted potential is not finite (NaN or inf): the data's scales or the options are "
+                              "out of the range the least squares can represent; nothing written")
     hermite = estimator.hermite_
     data_vars = {
         "potential": (dims, psi, {"long_name": "potential psi (zero mean)"}),
@@ -282,8 +295,8 @@ def read_result(path) -> xr.Dataset:
     The FE grid of the result is available as ``grid_from_dataset(ds, 'potential')``.
     """
     path = Path(path)
-    if data_kind(path) != "netcdf":
-        raise FpirlInputError(f"a result must be a netCDF file (.nc), got {str(path)!r}")
+    if Path(path).suffix.lower() not in NETCDF_SUFFIXES:
+        raise FpirlInputError(f"a result must be a netCDF file written by 'fpirl fit' (.nc), got {str(path)!r}")
     ds = _open_netcdf(path)
     if "potential" not in ds.data_vars:
         raise FpirlInputError(f"{str(path)!r} is not an fpirl result: no 'potential' variable")
@@ -352,5 +365,5 @@ def model_from_result(ds: xr.Dataset, grid: Grid | None = None) -> FittedModel:
     if not (np.isfinite(beta) and beta > 0):
         raise FpirlInputError(f"result has an invalid beta ({beta})")
     if not (np.isfinite(dt) and dt > 0):
-        raise FpirlInputError("result has no valid 'dt' attr; cannot simulate")
+        raise FpirlInputError(f"result has no valid 'dt' attr (a positive time step, got {dt}): the model's transition needs it")
     return FittedModel(grid, hermite, coef, beta, dt)

@@ -22,15 +22,30 @@ def _plain(text) -> str:
     return str(text).replace("$", r"\$")
 
 
-def _save(fig: Figure, path, dpi: int = 100) -> Path:
-    path = Path(path)
+def check_figure_path(path, inputs=()) -> Path:
+    """Check a figure's path before any work: an image type matplotlib writes (from the suffix) and a
+    writable place (:func:`fpirl.io.check_output_path`, not one of ``inputs``); one-line errors."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from ..io._files import check_output_path
+
+    _image_format(Path(path), FigureCanvasAgg.get_supported_filetypes())
+    return check_output_path(path, inputs=inputs)
+
+
+def _image_format(path: Path, supported) -> str:
     fmt = path.suffix.lower().lstrip(".")
-    supported = fig.canvas.get_supported_filetypes()
     if fmt not in supported:
         raise FpirlInputError(
             f"cannot write figure {str(path)!r}: unknown image type {path.suffix or '(none)'!r} "
             f"(use one of {', '.join('.' + k for k in sorted(supported))})"
         )
+    return fmt
+
+
+def _save(fig: Figure, path, dpi: int = 100) -> Path:
+    path = Path(path)
+    fmt = _image_format(path, fig.canvas.get_supported_filetypes())
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, dpi=dpi)
     return path
