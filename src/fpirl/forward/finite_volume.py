@@ -110,7 +110,8 @@ class FiniteVolumeSolver(_ForwardSolver):
       uniformly on ``(-inf, 0]`` and a cost independent of ``||L|| dt``. The weights are scaled so
       that ``r(0) = 1`` exactly, hence mass is conserved to rounding.
     * ``'expm'``: :func:`scipy.sparse.linalg.expm_multiply` (scaled truncated Taylor series,
-      double-precision tolerance); cost grows with ``||L|| dt ~ 4 d dt / (beta h^2)``.
+      double-precision tolerance); cost grows with ``||L|| dt ~ 4 d dt / (beta h^2)``, and an interval that
+      would cost more than :data:`EXPM_MAX_WORK` is refused with a one-line error (a tiny ``beta``).
 
     ``'auto'`` (default) picks ``'rational'`` in 1-D and in 2-D up to 70 000 nodes (the 14 LU
     factors then take a few hundred MB) and ``'expm'`` otherwise: SuperLU factorisations of 3-D
