@@ -33,13 +33,21 @@ def cmd_evaluate(args) -> int:
         return EXIT_OK
     print(f"fpirl evaluate: {score.transitions} held-out transitions (three consecutive observations) "
           f"in {table.n_tracks} tracks of {args.tracks}")
-    print(f"{'model':<24}{'log-likelihood':>16}{'model - fpirl':>16}{'std. error':>12}")
-    for name, value in score.loglik.items():
-        if name == "fpirl":
-            print(f"{name:<24}{value:>16.4f}")
-        else:
-            print(f"{name:<24}{value:>16.4f}{value - score.loglik['fpirl']:>+16.4f}"
-                  f"{score.difference_se(name, 'fpirl'):>12.4f}")
+    for line in score_table(score):
+        print(line)
     print("(mean log-density of the next position in nats per transition, in the table's units; higher is better; "
           "standard errors of the paired differences over tracks)")
     return EXIT_OK
+
+
+def score_table(score) -> list[str]:
+    """The rows of the ``fpirl evaluate`` table: every column as wide as its widest entry plus two
+    spaces, so that columns never run together (e.g. with a far outlier's huge log-likelihoods)."""
+    ref = score.loglik["fpirl"]
+    rows = [["model", "log-likelihood", "model - fpirl", "std. error"]]
+    for name, value in score.loglik.items():
+        rows.append([name, f"{value:.4f}"] if name == "fpirl" else
+                    [name, f"{value:.4f}", f"{value - ref:+.4f}", f"{score.difference_se(name, 'fpirl'):.4f}"])
+    widths = [max(len(r[j]) for r in rows if j < len(r)) for j in range(4)]
+    widths = [max(w, m) for w, m in zip(widths, (22, 14, 14, 10))]  # the usual layout for usual values
+    return [f"{r[0]:<{widths[0] + 2}}" + "".join(f"{c:>{w + 2}}" for c, w in zip(r[1:], widths[1:])) for r in rows]

@@ -15,9 +15,11 @@ def is_table(path) -> bool:
     return Path(str(path)).suffix.lower() in TABLE_SUFFIXES
 
 
-def read_with_result(ds, path, states_only: bool = False, args=None):
+def read_with_result(ds, path, states_only: bool = False, args=None, single: bool = False):
     """Read a table with the columns, stride (and periodic box) of a result fitted on a table; the
-    columns given in ``args`` (``--track --time --state --action``) take precedence."""
+    columns given in ``args`` (``--track --time --state --action``) take precedence. Every row is
+    kept: positions outside a periodic box are wrapped into it (minimal image). ``single``: tracks
+    of one observation are enough (start points)."""
     from ..io.netcdf import grid_from_dataset
     from ..tracks.reading import read_tracks
     from ..workflows import result_table_columns
@@ -29,13 +31,13 @@ def read_with_result(ds, path, states_only: bool = False, args=None):
     boundary = str(ds.attrs["boundary"])
     action = None if states_only else cols["action"]
     bounds = None
-    if boundary == "periodic":  # positions are wrapped into the fitted period
+    if boundary == "periodic":  # positions are wrapped into the fitted period, never dropped
         grid = grid_from_dataset(ds, "potential")
         keep = list(grid.state_axes) if action is None else range(grid.ndim)
         bounds = [(grid.lower[i], grid.upper[i]) for i in keep]
     return read_tracks(path, track=cols["track"], time=cols["time"], state=cols["state"], action=action,
                        boundary=boundary, bounds=bounds, stride=cols["stride"],
-                       robust_box=False)  # every row is kept (also outside the fitted box)
+                       robust_box=False, wrap=True, single=single)  # every row is kept
 
 
 def cmd_simulate_tracks(args) -> int:
@@ -46,7 +48,7 @@ def cmd_simulate_tracks(args) -> int:
 
     out = check_output_path(args.output, (".csv",), inputs=(args.result, args.start))
     ds = read_result(args.result)
-    start = None if args.start is None else read_with_result(ds, args.start, args=args)
+    start = None if args.start is None else read_with_result(ds, args.start, args=args, single=True)
     df = simulate_track_table(ds, args.tracks, args.steps, rng=args.seed, start=start)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
     how = f"first observations of tracks in {args.start}" if start is not None else "exp(-beta psi) on the result's grid"
@@ -103,6 +105,9 @@ def cmd_compare_tracks(args) -> int:
     for k in STATISTICS:
         s = summary[k]
         ks = f"{s['ks']:>8.3f}" if "ks" in s else f"{'':>8}"
+        if s["inside_band"] != s["inside_band"]:  # NaN: no lag (bin) has data in both tables
+            print(f"{k:<16}  no lags or bins with data in both tables")
+            continue
         print(f"{k:<16}{100 * s['inside_band']:>11.0f}%{s['discrepancy']:>13.2f}{ks}")
     print("(inside band: share of lags/bins where the simulation lies in the data's 95% band over tracks; "
           "discrepancy: mean |sim - obs| / joint band half-width, about 1 or less when they agree)")

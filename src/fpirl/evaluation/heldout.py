@@ -124,9 +124,12 @@ class TransitionModel:
         return [i for i, r in enumerate(self.roles) if r == "action"]
 
     def drift_gradient(self, x: np.ndarray) -> np.ndarray:
-        """``grad psi`` at ``x`` clipped to the box (the documented extension outside it)."""
+        """``grad psi`` at ``x`` clipped to the box, or wrapped into a periodic one (the documented extension
+        outside it)."""
         x = np.asarray(x, dtype=float)
-        if not self.periodic:
+        if self.periodic:  # the same point one or more periods off
+            x = self.lower + np.mod(x - self.lower, self.upper - self.lower)
+        else:
             x = np.clip(x, self.lower, self.upper)
         return np.asarray(self.gradient(x), dtype=float).reshape(x.shape)
 

@@ -22,6 +22,7 @@ both bands added in quadrature (about 1 or less: the two agree within their samp
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,13 +87,24 @@ def _lagged_sums(values_fn, seg, track, n_tracks, max_lag):
     return sums, counts
 
 
+def _band(boot, level):
+    """Bootstrap percentile band per column of ``boot`` over its finite rows; NaN (and no numpy
+    warning) for a column without any finite value, e.g. a lag that no segment reaches."""
+    q = 50 * (1 - level)
+    lo = np.full(boot.shape[1:], np.nan)
+    hi = lo.copy()
+    some = np.isfinite(boot).any(axis=0)
+    if np.any(some):
+        lo[some], hi[some] = np.nanpercentile(boot[:, some], [q, 100 - q], axis=0)
+    return lo, hi
+
+
 def _ratio_band(sums, counts, weights, level):
     """Point estimate ``sum(S)/sum(N)`` per column and its bootstrap percentile band."""
     with np.errstate(invalid="ignore", divide="ignore"):
         value = sums.sum(0) / counts.sum(0)
         boot = (weights @ sums) / (weights @ counts)
-    q = 50 * (1 - level)
-    lo, hi = np.nanpercentile(boot, [q, 100 - q], axis=0) if boot.size else (value, value)
+    lo, hi = _band(boot, level) if boot.size else (value, value)
     return value, lo, hi
 
 
@@ -132,8 +144,7 @@ def _hist_band(samples, rows_track, edges, n_tracks, weights, level):
     boot = weights @ H
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = boot / ((weights @ n_all)[:, None] * width)
-    q = 50 * (1 - level)
-    lo, hi = np.nanpercentile(boot, [q, 100 - q], axis=0)
+    lo, hi = _band(boot, level)
     return value, lo, hi
 
 
@@ -185,8 +196,7 @@ def track_statistics(table, *, max_lag: int | None = None, edges: dict | None = 
     with np.errstate(invalid="ignore", divide="ignore"):
         value = (sv.sum(0) / cv.sum(0)) / (s0.sum() / n0.sum())
         boot = ((weights @ sv) / (weights @ cv)) / ((weights @ s0) / (weights @ n0))[:, None]
-    q = 50 * (1 - level)
-    lo, hi = np.nanpercentile(boot, [q, 100 - q], axis=0)
+    lo, hi = _band(boot, level)
     curves["vacf"] = (lags, value, lo, hi)
 
     speed = np.linalg.norm(v, axis=1)
@@ -228,7 +238,9 @@ def compare_tracks(observed, simulated, *, max_lag: int | None = None, n_boot: i
     observed, simulated : TrackTable
         Same state axes and ``dt``.
     max_lag, n_boot, level, random_state
-        As :func:`track_statistics` (lags and bins from the observed table).
+        As :func:`track_statistics` (lags and bins from the observed table); a ``max_lag`` beyond
+        the longest observed segment is cut to it with a warning (larger lags have no data). Lags
+        or bins without data in either table are NaN and left out of the summary.
 
     Returns
     -------
@@ -245,6 +257,11 @@ def compare_tracks(observed, simulated, *, max_lag: int | None = None, n_boot: i
     if not np.isclose(observed.dt, simulated.dt, rtol=1e-6):
         raise FpirlInputError(f"observed dt={observed.dt:g} differs from the simulated dt={simulated.dt:g}")
     max_lag = default_max_lag(observed) if max_lag is None else int(max_lag)
+    longest = int(np.bincount(observed.segment).max()) - 1 if observed.n_obs else 0  # frames
+    if max_lag > longest >= 1:
+        warnings.warn(f"max_lag {max_lag} exceeds the longest observed segment ({longest} steps): the lags stop "
+                      f"at {longest} (larger lags have no data)", stacklevel=2)
+        max_lag = longest
     obs = track_statistics(observed, max_lag=max_lag, n_boot=n_boot, level=level, random_state=random_state)
     sim = track_statistics(simulated, max_lag=max_lag, edges=obs.edges, n_boot=n_boot, level=level,
                            random_state=random_state)

@@ -21,12 +21,15 @@ columns. The rules (also in docs/formats.md):
 * **Bounds.** One ``(lo, hi)`` per modelled axis, states then actions. Observations outside them
   are dropped with a warning giving the count; a dropped row splits its track like a missing frame.
   Without bounds the box comes from robust limits of the data (``robust_box=True``, default): per
-  axis, with the quantiles ``q_lo = Q(0.1%)``, ``q_hi = Q(99.9%)`` and ``S = q_hi - q_lo``, the
-  data range clipped to ``[q_lo - S/2, q_hi + S/2]``, then widened by ``margin`` (default 5%) of
-  that span on each side. A few outlier steps of a tracker (fewer than 0.1% of the rows, far out)
-  thus do not stretch the box; they are dropped with a warning giving their count, like rows
-  outside given bounds (for Gaussian data the limits lie 6.2 standard deviations out, so nothing
-  is dropped; fast but genuine movers, e.g. the walkers among waiting pedestrians, stay in). ``robust_box=False`` keeps every row (box = full data range plus the
+  axis, with ``n`` observations, the quantile level ``p = min(25%, max(0.1%, 3/n))`` (0.1% from
+  3000 rows on), the quantiles ``q_lo = Q(p)``, ``q_hi = Q(1 - p)``, ``S = q_hi - q_lo`` and
+  ``c = z(0.1%)/z(p) - 1/2`` (``z`` the standard normal quantile: ``c = 1/2`` at ``p = 0.1%``),
+  the data range clipped to ``[q_lo - c S, q_hi + c S]``, then widened by ``margin`` (default 5%)
+  of that span on each side. A few outlier steps of a tracker (at most two at either end, or
+  fewer than 0.1% of the rows, far out) thus do not stretch the box, however small the table;
+  they are dropped with a warning giving their count, like rows outside given bounds (for
+  Gaussian data the limits lie 6.2 standard deviations out at every ``n``, so nothing is
+  dropped; fast but genuine movers, e.g. the walkers among waiting pedestrians, stay in). ``robust_box=False`` keeps every row (box = full data range plus the
   margin); ``fpirl evaluate`` reads held-out tracks so, and every held-out point is scored. A
   periodic box needs explicit bounds (its period cannot
   be inferred from data). On periodic axes a value equal to ``hi`` is the same point as ``lo``.
@@ -47,30 +50,17 @@ from ..io._files import check_netcdf_names, check_readable
 from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns, read_frame_columns,
                              read_parquet_columns)
 from ..core.grid import BOUNDARIES
+from ._robust_box import ROBUST_COUNT, ROBUST_EXTENSION, ROBUST_QUANTILE, robust_fences, robust_limits
 from .table import TrackTable
 import sys
 
-__all__ = ["DEFAULT_MARGIN", "DEFAULT_TIME_TOLERANCE", "ROBUST_EXTENSION", "ROBUST_QUANTILE", "parse_bounds", "read_tracks", "robust_limits"]
+__all__ = ["DEFAULT_MARGIN", "DEFAULT_TIME_TOLERANCE", "ROBUST_COUNT", "ROBUST_EXTENSION", "ROBUST_QUANTILE", "parse_bounds",
+           "read_tracks", "robust_fences", "robust_limits"]
 
 #: fraction of each axis's data range added on both sides when no bounds are given
 DEFAULT_MARGIN = 0.05
 #: allowed deviation of a time difference from a whole multiple of dt, relative to dt
 DEFAULT_TIME_TOLERANCE = 0.01
-#: the default (robust) box: quantiles ROBUST_QUANTILE and 1 - ROBUST_QUANTILE, extended by
-#: ROBUST_EXTENSION of their distance on each side (module docstring)
-ROBUST_QUANTILE = 0.001
-ROBUST_EXTENSION = 0.5
-
-
-def robust_limits(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per column, the data range clipped to ``[q_lo - S/2, q_hi + S/2]`` with ``q_lo, q_hi`` the
-    0.1% and 99.9% quantiles and ``S = q_hi - q_lo``: the default box before its margin."""
-    with np.errstate(over="ignore", invalid="ignore"):  # +-1e308: an infinite span, refused by the caller
-        q_lo, q_hi = np.quantile(x, [ROBUST_QUANTILE, 1 - ROBUST_QUANTILE], axis=0)
-        ext = ROBUST_EXTENSION * (q_hi - q_lo)
-    return np.maximum(x.min(axis=0), q_lo - ext), np.minimum(x.max(axis=0), q_hi + ext)
-
-
 def _column_list(value, what: str) -> list[str]:
     if isinstance(value, str):
         cols = [c.strip() for c in value.split(",")]
@@ -165,7 +155,7 @@ def _track_name(ids, code) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _frames(codes, t, ids, rows, dt, tol):
+def _frames(codes, t, ids, rows, dt, tol, single=False):
     """Sampling interval and per-track frame index from the time column (rows sorted by track, then time)."""
     same = codes[1:] == codes[:-1]
     dtime = np.diff(t)
@@ -175,6 +165,8 @@ def _frames(codes, t, ids, rows, dt, tol):
         raise FpirlInputError(f"duplicate time {t[i]:g} in track {_track_name(ids, codes[i])} "
                               f"(rows {rows(i)} and {rows(i + 1)})")
     if not np.any(same):
+        if single:  # only the observations are wanted (start points): dt cannot be read from the times
+            return (1.0 if dt is None else float(dt)), np.zeros(codes.size, dtype=np.int64)
         raise FpirlInputError(
             f"no transitions: all {len(ids)} tracks have a single observation (need two or more per track)"
         )
@@ -210,7 +202,8 @@ def _frames(codes, t, ids, rows, dt, tol):
 def read_tracks(path, *, track: str, time: str, state, action=None, boundary: str = "reflecting",
                 bounds=None, stride: int = 1, margin: float = DEFAULT_MARGIN, dt: float | None = None,
                 time_tolerance: float = DEFAULT_TIME_TOLERANCE, progress: bool = False,
-                engine: str = "auto", robust_box: bool = True) -> TrackTable:
+                engine: str = "auto", robust_box: bool = True, wrap: bool = False,
+                single: bool = False) -> TrackTable:
     """Read a CSV or Parquet trajectory table into a validated :class:`~fpirl.tracks.TrackTable`.
 
     Parameters
@@ -243,6 +236,12 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     robust_box : bool
         Without bounds: the robust box of the module docstring, rows beyond it dropped with a
         warning (default), or the full data range, keeping every row (``False``).
+    wrap : bool
+        On a periodic box, wrap values outside the bounds into it (minimal image) instead of
+        dropping them; velocities derived from such positions are kept, unwrapped (held-out scoring).
+    single : bool
+        Accept tracks of a single observation and a table without any transition (start points
+        only; ``dt`` is then the given one, or 1 when it cannot be read from the times).
 
     Returns
     -------
@@ -329,7 +328,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         del order
     del same
     rows = _RowNumbers(index)
-    dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance))
+    dt0, frame = _frames(codes, t, ids, rows, dt, float(time_tolerance), single)
     del rows
 
     if stride > 1:
@@ -339,7 +338,11 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     dt_out = stride * dt0
     periodic = boundary == "periodic"
     dropped = 0
+    wrap = wrap and periodic
     if lower is not None:
+        if wrap:  # minimal image: a position one period off is the same point
+            lo, length = lower[: x.shape[1]], (upper - lower)[: x.shape[1]]
+            x = lo + np.mod(x - lo, length)
         keep = _inside(x, lower[: x.shape[1]], upper[: x.shape[1]], periodic)
         if not np.all(keep):
             dropped += int(n_obs - np.count_nonzero(keep))
@@ -353,7 +356,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         v = dx[link[1:]] / dt_out
         codes, t, x, frame = codes[link], t[link], x[link], frame[link]
         x = np.concatenate([x, v], axis=1)
-        if lower is not None:
+        if lower is not None and not wrap:
             keep = _inside(x[:, len(states):], lower[len(states):], upper[len(states):], periodic)
             if not np.all(keep):
                 dropped += int(keep.size - np.count_nonzero(keep))
@@ -367,8 +370,8 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
             trimmed = int(keep.size - np.count_nonzero(keep))
             axes = ", ".join(n for n, a in zip(names, beyond.any(axis=0)) if a)
             codes, t, x, frame = codes[keep], t[keep], x[keep], frame[keep]
-            warnings.warn(f"{trimmed} of {n_obs} observations lie beyond the default box (the 0.1%-99.9% quantile "
-                          f"range widened by half of it on each side; axes {axes}) and are not used in the fit "
+            warnings.warn(f"{trimmed} of {n_obs} observations lie beyond the default box (the robust quantile range "
+                          f"of the data, widened; axes {axes}) and are not used in the fit "
                           "(each splits its track); give --bounds to keep them (held-out evaluation scores them "
                           "anyway)", stacklevel=2)
     if dropped:
@@ -378,7 +381,10 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
         warnings.warn(f"{dropped} of {n_obs} observations lie outside the bounds and were dropped "
                       "(each dropped row splits its track)", stacklevel=2)
     link = _links(codes, frame, stride)
-    if not np.any(link):
+    if codes.size == 0 and single:
+        raise FpirlInputError("no observation left: velocity actions need two consecutive observations of a "
+                              "track")
+    if not np.any(link) and not single:
         raise FpirlInputError(
             f"no transitions left (stride {stride}{', velocity' if velocity else ''}"
             f"{', dropped rows' if dropped or trimmed else ''}): every track segment has a single observation"
