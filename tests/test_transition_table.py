@@ -8,7 +8,7 @@ import pytest
 
 from fpirl.core.grid import Axis, Grid
 from fpirl.mdp import GaussianTransition, recover_mdp
-from fpirl.mdp._kernel_1d import _TABLE_STEPS, _kernel_1d, _tabulated_kernel
+from fpirl.mdp._kernel_1d import _TABLE_STEPS, UNIFORM_WIDTH, _kernel_1d, _tabulated_kernel
 
 
 def _hat_oracle(axis, mu, tau):
@@ -164,3 +164,20 @@ def test_bands_on_a_tabulated_grid_equal_those_of_the_exact_rows():
         for side, ref in (("lower", lo), ("upper", hi)):
             err = np.abs(got[f"{name}_{side}"] - ref).max() / np.ptp(ref)
             assert err < 1e-7, (name, side, err)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+@pytest.mark.parametrize("discretization", ["nodal", "projection", "moment"])
+def test_kernels_wider_than_one_and_a_half_periods_are_flat(periodic, discretization):
+    """From ``UNIFORM_WIDTH`` periods (of the wrapped axis, or ``2 L`` of the folded one) on the factor is
+    flat, ``1 / sum(w)`` per node (a tiny fitted beta had the exact projected kernel walk ~1,000 lattice
+    points per row); just below, the exact path gives the same rows to its rounding (second differences of
+    ramps ~ sigma / h times the row: ~1e-11): the wrapped Gaussian's first Fourier mode,
+    ``exp(-2 pi^2 sigma^2 / P^2)``, is below 1e-19 of its mean there."""
+    axis = Axis("s", -1.0, 1.0, 12, periodic=periodic)
+    period = axis.length if periodic else 2 * axis.length
+    mu = np.random.default_rng(2).uniform(-1.4, 1.4, 40)
+    flat = 1.0 / axis.node_weights.sum()
+    for sigma, tol in ((UNIFORM_WIDTH * period, 1e-15), (50 * period, 1e-15), (0.999 * UNIFORM_WIDTH * period, 1e-10)):
+        rows = _kernel_1d(axis, mu, sigma, discretization)
+        assert np.abs(rows - flat).max() < tol * flat, sigma
