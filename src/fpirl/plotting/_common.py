@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
 from ..core._errors import FpirlInputError
+from ..io._files import check_output_path
 from ..io.netcdf import atomic_path
 
 
@@ -25,10 +27,6 @@ def _plain(text) -> str:
 def check_figure_path(path, inputs=()) -> Path:
     """Check a figure's path before any work: an image type matplotlib writes (from the suffix) and a
     writable place (:func:`fpirl.io.check_output_path`, not one of ``inputs``); one-line errors."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    from ..io._files import check_output_path
-
     _image_format(Path(path), FigureCanvasAgg.get_supported_filetypes())
     return check_output_path(path, inputs=inputs)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 
 __all__ = ["ROBUST_COUNT", "ROBUST_EXTENSION", "ROBUST_QUANTILE", "robust_fences", "robust_limits"]
@@ -22,8 +24,6 @@ def robust_fences(n: int) -> tuple[float, float]:
     upper standard normal quantile), so that for Gaussian data the fences ``q_lo - c S`` and
     ``q_hi + c S`` lie where they lie at ``p = ROBUST_QUANTILE`` (6.2 standard deviations out).
     """
-    from statistics import NormalDist
-
     p = min(0.25, max(ROBUST_QUANTILE, ROBUST_COUNT / max(int(n), 1)))
     if p == ROBUST_QUANTILE:
         return p, ROBUST_EXTENSION
