@@ -271,3 +271,20 @@ def test_default_box_ignores_outlier_steps_but_evaluate_scores_them(tmp_path, rn
     proc = cli("evaluate", tmp_path / "r.nc", tmp_path / "t.csv", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["transitions"] == 15 * (120 - 2)  # every run of three frames
+
+
+def test_steps_across_half_a_walled_box_warn_of_wrapping_coordinates(tmp_path, rng):
+    """An angle-like coordinate (a random walk wrapped into [-1, 1)) read with walls: the seam crossings are
+    jumps of nearly a box width, which a walled fit reads as huge moves; the same walk unwrapped does not warn."""
+    walk = np.cumsum(rng.normal(0.0, 0.08, (20, 60)), axis=1) + rng.uniform(-1, 1, (20, 1))
+    for values, warns in ((np.mod(walk + 1.0, 2.0) - 1.0, True), (walk, False)):
+        df = pd.DataFrame({"id": np.repeat(np.arange(20), 60), "t": np.tile(np.arange(60.0), 20),
+                           "x": values.ravel()})
+        df.to_csv(tmp_path / "w.csv", index=False)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            read_tracks(tmp_path / "w.csv", track="id", time="t", state="x", robust_box=False)
+        said = [str(w.message) for w in got if "jump more than half the box" in str(w.message)]
+        assert bool(said) == warns, said
+        if warns:
+            assert "--boundary periodic" in said[0]

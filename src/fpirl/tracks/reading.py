@@ -61,6 +61,21 @@ __all__ = ["DEFAULT_MARGIN", "DEFAULT_TIME_TOLERANCE", "ROBUST_COUNT", "ROBUST_E
 DEFAULT_MARGIN = 0.05
 #: allowed deviation of a time difference from a whole multiple of dt, relative to dt
 DEFAULT_TIME_TOLERANCE = 0.01
+def _warn_seam_jumps(x, link, length, names) -> None:
+    """Warn where steps between consecutive observations jump more than half the box on a walled axis, and more
+    than 10 times the median step: the mark of coordinates that wrap around (angles, a periodic domain), which a
+    walled fit reads as huge moves (where the median step is itself a sizeable part of the box, e.g. frames far
+    apart, such jumps are ordinary and nothing is said)."""
+    steps = np.abs(np.diff(x, axis=0)[link[1:]])
+    if steps.shape[0] == 0:
+        return
+    jumps = steps > np.maximum(0.5 * length, 10.0 * np.median(steps, axis=0))
+    if jumps.any():
+        axes = ", ".join(n for n, j in zip(names, jumps.any(axis=0)) if j)
+        warnings.warn(f"{int(jumps.any(axis=1).sum())} steps jump more than half the box (axes {axes}): coordinates "
+                      "that wrap around? give --boundary periodic --bounds LO:HI", stacklevel=3)
+
+
 def _column_list(value, what: str) -> list[str]:
     if isinstance(value, str):
         cols = [c.strip() for c in value.split(",")]
@@ -404,6 +419,8 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
             raise FpirlInputError(f"axis {names[j]!r} spans [{lo[j]:g}, {hi[j]:g}] in the data: too wide for a box "
                                   "(it overflows); give bounds explicitly (--bounds) or rescale the column")
 
+    if not periodic:
+        _warn_seam_jumps(x[:, : len(states)], link, (upper - lower)[: len(states)], states)
     segment = np.cumsum(~link) - 1
     new_track = np.zeros(codes.size, dtype=np.int64)
     change = codes[1:] != codes[:-1]
