@@ -38,6 +38,7 @@ def test_options_out_of_range_are_usage_errors(data_and_result, tmp_path, cli):
         "--drift-scale": ["solve", result, "--drift-scale", "1e300", "-o", out],
         "--action-drift": ["solve", result, "--action-drift", "1e300", "-o", out],
         "--seed": ["simulate", result, "--steps", "2", "--tracks", "3", "--seed", "-1", "-o", tracks],
+        "density data need >= 2": ["fit", data, "-o", out, "--beta", "4", "--hermite-elements", "0"],
     }
     for option, argv in cases.items():
         cli.assert_input_error(cli(*argv), option)

@@ -198,7 +198,8 @@ def _hermite_elements(text: str):
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected auto, N or N1,N2,... (integers), got {text!r}") from None
     if not values or any(v < 0 for v in values) or not any(values):
-        raise argparse.ArgumentTypeError(f"element counts must be integers >= 0, not all 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"element counts must be integers >= 0, not all 0 (0 keeps psi constant "
+                                         f"along an axis of a table; density data need >= 2), got {text!r}")
     return values[0] if len(values) == 1 else values
 
 
