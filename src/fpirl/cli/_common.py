@@ -75,21 +75,19 @@ RIDGE_MAX = 1e6
 FACTOR_RANGE = (1e-6, 1e6)
 
 
-def _beta(text: str) -> float:
-    lo, hi = BETA_RANGE
-    return _number(text, float, lambda v: lo <= v <= hi, f"a positive number between {lo:g} and {hi:g}")
+def _in_range(lo: float, hi: float, requirement: str):
+    """An argparse type: a float in ``[lo, hi]``, errors naming the ``requirement``."""
+    return lambda text: _number(text, float, lambda v: lo <= v <= hi, requirement)
+
+
+_beta = _in_range(*BETA_RANGE, f"a positive number between {BETA_RANGE[0]:g} and {BETA_RANGE[1]:g}")
+_ridge_value = _in_range(0.0, RIDGE_MAX, f"'gcv' or a relative ridge between 0 and {RIDGE_MAX:g} (larger drowns the data)")
+_factor = _in_range(*FACTOR_RANGE, f"a factor between {FACTOR_RANGE[0]:g} and {FACTOR_RANGE[1]:g}")
+_push = _in_range(-FACTOR_RANGE[1], FACTOR_RANGE[1], f"a number between {-FACTOR_RANGE[1]:g} and {FACTOR_RANGE[1]:g}")
 
 
 def _ridge(text: str):
-    if text.strip().lower() == "gcv":
-        return "gcv"
-    return _number(text, float, lambda v: 0 <= v <= RIDGE_MAX,
-                   f"'gcv' or a relative ridge between 0 and {RIDGE_MAX:g} (larger drowns the data)")
-
-
-def _factor(text: str) -> float:
-    lo, hi = FACTOR_RANGE
-    return _number(text, float, lambda v: lo <= v <= hi, f"a factor between {lo:g} and {hi:g}")
+    return "gcv" if text.strip().lower() == "gcv" else _ridge_value(text)
 
 
 def _discount(text: str) -> float:
@@ -113,23 +111,10 @@ def _output_netcdf(path, inputs=()) -> Path:
 
 
 def _output_directory(path) -> Path:
-    """An output directory, created with its parents before any work; one-line errors where a file is in the
-    way or it cannot be created or written."""
-    import os
+    """An output directory, created before any work (:func:`fpirl.io._files.check_output_directory`)."""
+    from ..io._files import check_output_directory
 
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise FpirlInputError(f"output {str(out)!r} exists and is not a directory")
-    blocker = next((p for p in out.parents if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise FpirlInputError(f"cannot create {str(out)!r}: {str(blocker)!r} is a file, not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FpirlInputError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise FpirlInputError(f"cannot write into {str(out)!r}: permission denied")
-    return out
+    return check_output_directory(path)
 
 
 #: ``fpirl fit`` on density data notes the data's support when it covers less than this share of the nodes.

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import EXIT_OK, FACTOR_RANGE, _factor, _number, _output_netcdf
-
-
-def _push(text: str) -> float:
-    hi = FACTOR_RANGE[1]
-    return _number(text, float, lambda v: abs(v) <= hi, f"a number between {-hi:g} and {hi:g}")
+from ._common import EXIT_OK, _factor, _output_netcdf, _push
 
 
 def add_solve_arguments(p: argparse.ArgumentParser) -> None:

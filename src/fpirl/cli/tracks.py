@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from ..core._errors import FpirlInputError
@@ -105,7 +106,7 @@ def cmd_compare_tracks(args) -> int:
     for k in STATISTICS:
         s = summary[k]
         ks = f"{s['ks']:>8.3f}" if "ks" in s else f"{'':>8}"
-        if s["inside_band"] != s["inside_band"]:  # NaN: no lag (bin) has data in both tables
+        if math.isnan(s["inside_band"]):  # no lag (bin) has data in both tables
             print(f"{k:<16}  no lags or bins with data in both tables")
             continue
         print(f"{k:<16}{100 * s['inside_band']:>11.0f}%{s['discrepancy']:>13.2f}{ks}")

@@ -38,22 +38,49 @@ def check_output_path(path, suffixes: Sequence[str] | None = None, inputs: Seque
         raise FpirlInputError(f"output {str(path)!r} must end in {suffixes[0]} (got {path.suffix or 'no suffix'!r})")
     parent = path.parent
     if not parent.is_dir():
-        blocker = next((p for p in (parent, *parent.parents) if p.exists()), None)
-        if blocker is not None and not blocker.is_dir():
-            raise FpirlInputError(f"cannot write {str(path)!r}: {str(blocker)!r} is a file, not a directory")
+        _no_file_in_the_way(path)
         raise FpirlInputError(f"output directory does not exist: {str(parent)!r}")
     if path.is_dir():
         raise FpirlInputError(f"output path is a directory: {str(path)!r}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise FpirlInputError(f"cannot write {str(path)!r}: permission denied on the directory {str(parent)!r}")
-    if _total_bytes(parent) == 0:  # /proc, /sys
-        raise FpirlInputError(f"cannot write {str(path)!r}: {str(parent)!r} is not a file system for data files")
+    _data_file_system(parent, path)
     if path.exists() and not os.access(path, os.W_OK):
         raise FpirlInputError(f"cannot write {str(path)!r}: the existing file is read-only")
     for other in inputs:
         if other is not None and Path(other).exists() and path.exists() and os.path.samefile(path, other):
             raise FpirlInputError(f"output {str(path)!r} is the input file {str(other)!r}; choose another name")
     return path
+
+
+def check_output_directory(path) -> Path:
+    """An output directory, created with its parents before any work (commands that write several files);
+    one-line :class:`FpirlInputError` where a file is in the way, or it cannot be created or written."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise FpirlInputError(f"output {str(out)!r} exists and is not a directory")
+    _no_file_in_the_way(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FpirlInputError(f"cannot create the output directory {str(out)!r}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise FpirlInputError(f"cannot write into {str(out)!r}: permission denied")
+    _data_file_system(out, out)
+    return out
+
+
+def _no_file_in_the_way(path: Path) -> None:
+    """A one-line error where the nearest existing ancestor of ``path`` is a file."""
+    blocker = next((p for p in path.parents if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise FpirlInputError(f"cannot write {str(path)!r}: {str(blocker)!r} is a file, not a directory")
+
+
+def _data_file_system(directory: Path, target: Path) -> None:
+    """A one-line error naming ``target`` where ``directory`` has no room by design (/proc, /sys): not a full disk."""
+    if _total_bytes(directory) == 0:
+        raise FpirlInputError(f"cannot write {str(target)!r}: {str(directory)!r} is not a file system for data files")
 
 
 def _current_umask() -> int:
@@ -151,9 +178,8 @@ def _total_bytes(directory) -> float:
 def _check_free_space(path: Path, nbytes: int) -> None:
     """Refuse before writing when the destination's file system has less room than the data."""
     free = _free_bytes(path.parent)
-    if free < nbytes and _total_bytes(path.parent) == 0:  # /proc, /sys: no room by design, not a full disk
-        raise FpirlInputError(f"cannot write {str(path)!r}: {str(path.parent)!r} is not a file system for data files")
     if free < nbytes:
+        _data_file_system(path.parent, path)
         raise FpirlRuntimeError(f"disk full: {str(path)!r} needs about {nbytes / 2**20:.1f} MiB, "
                                 f"{free / 2**20:.1f} MiB free")
 

@@ -295,7 +295,7 @@ def read_result(path) -> xr.Dataset:
     The FE grid of the result is available as ``grid_from_dataset(ds, 'potential')``.
     """
     path = Path(path)
-    if Path(path).suffix.lower() not in NETCDF_SUFFIXES:
+    if path.suffix.lower() not in NETCDF_SUFFIXES:
         raise FpirlInputError(f"a result must be a netCDF file written by 'fpirl fit' (.nc), got {str(path)!r}")
     ds = _open_netcdf(path)
     if "potential" not in ds.data_vars:

@@ -191,9 +191,10 @@ def _kernel_1d(axis: Axis, mean: np.ndarray, sigma: float, discretization: str,
     all finite) are computed exactly.
     """
     period = axis.length if axis.periodic else 2.0 * axis.length
-    if sigma >= UNIFORM_WIDTH * period and np.isfinite(mean).all():  # flat to double precision (module constant)
+    finite = bool(np.isfinite(mean).all())
+    if sigma >= UNIFORM_WIDTH * period and finite:  # flat to double precision (module constant)
         return np.full((mean.size, axis.n_nodes), 1.0 / float(np.sum(axis.node_weights)))
-    if tabulated and _tabulates(axis, mean.size, sigma, discretization) and np.isfinite(mean).all():
+    if tabulated and finite and _tabulates(axis, mean.size, sigma, discretization):
         return _tabulated_kernel(axis, mean, sigma, discretization)
     x = axis.nodes - axis.lower
     mu = mean - axis.lower
