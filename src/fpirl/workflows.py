@@ -9,7 +9,7 @@ from scipy.interpolate import RegularGridInterpolator
 
 from .core._errors import FpirlInputError
 from .core.density import DensitySnapshots
-from .core.grid import Grid
+from .core.grid import Grid, into_box, wrap_into
 from .io.netcdf import FittedModel, model_from_result  # noqa: F401 (model_from_result: re-exported, it lived here)
 from .mdp.recovery import DEFAULT_GAMMA, MDP, boltzmann_policy, recover_mdp, recover_mdp_from_fit  # noqa: F401 (re-exported)
 from .evaluation.metrics import kl_divergence
@@ -35,7 +35,7 @@ def nodal_interpolant(grid: Grid, values: np.ndarray):
     def f(points):
         pts = np.asarray(points, dtype=float)
         if grid.periodic:
-            pts = grid.lower + np.mod(pts - grid.lower, grid.upper - grid.lower)
+            pts = wrap_into(pts, grid.lower, grid.upper)
         return np.clip(interp(pts.reshape(-1, grid.ndim)), 0.0, None).reshape(pts.shape[:-1])
 
     return f
@@ -129,9 +129,7 @@ def _boltzmann_starts(model: FittedModel, n: int, rng) -> np.ndarray:
     w = np.exp(-model.beta * (psi - psi.min())) * grid.node_weights()
     idx = rng.choice(w.size, size=n, p=(w / w.sum()).ravel())
     x = grid.mesh().reshape(-1, grid.ndim)[idx] + (rng.random((n, grid.ndim)) - 0.5) * grid.spacing
-    if grid.periodic:
-        return grid.lower + np.mod(x - grid.lower, grid.upper - grid.lower)
-    return np.clip(x, grid.lower, grid.upper)
+    return into_box(x, grid.lower, grid.upper, grid.periodic)
 
 
 def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
@@ -189,7 +187,7 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
                                      grid.boundary, rng, mobility, rho, noise)
         first = x0[:, :len(S)] - x0[:, len(S):] * model.dt
         if grid.periodic:
-            first = grid.lower[S] + np.mod(first - grid.lower[S], (grid.upper - grid.lower)[S])
+            first = wrap_into(first, grid.lower[S], grid.upper[S])
         paths, names = np.concatenate([first[None], pos]), cols["state"]
     else:
         paths = sample_joint_tracks(model.gradient, model.beta, model.dt, x0, steps, grid.lower, grid.upper,

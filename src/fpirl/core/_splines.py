@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.interpolate import CubicSpline, make_interp_spline
 
+from .grid import wrap_into
+
 
 def spline_matrix(nodes: np.ndarray, x: np.ndarray, period: float | None = None) -> np.ndarray:
     """``R`` (``len(x) x len(nodes)``): the cubic interpolating spline through values at ``nodes``,
@@ -20,4 +22,4 @@ def spline_matrix(nodes: np.ndarray, x: np.ndarray, period: float | None = None)
         return np.asarray(make_interp_spline(nodes, np.eye(m), k=min(3, m - 1), axis=0)(x))
     y = np.eye(m)
     spline = CubicSpline(np.append(nodes, nodes[0] + period), np.concatenate([y, y[:1]]), axis=0, bc_type="periodic")
-    return np.asarray(spline(nodes[0] + np.mod(x - nodes[0], period)))
+    return np.asarray(spline(wrap_into(x, nodes[0], nodes[0] + period)))

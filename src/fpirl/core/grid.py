@@ -34,6 +34,26 @@ def check_scale(value: float, what: str) -> None:
                               "(the weak form's powers of it would leave double precision)")
 
 
+def wrap_into(x, lower, upper) -> np.ndarray:
+    """Points ``x`` moved by whole periods into ``[lower, upper)`` per axis (the minimal image of a periodic box).
+
+    ``lower + mod(x - lower, upper - lower)``, where a result that rounds up to ``upper`` (a point a hair below
+    ``lower``) is ``lower``: the same point of the torus, never outside the half-open box.
+    """
+    x = np.asarray(x, dtype=float)
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    y = lower + np.mod(x - lower, upper - lower)
+    return np.where(y >= upper, lower, y)
+
+
+def into_box(x, lower, upper, periodic: bool) -> np.ndarray:
+    """Points ``x`` brought into the box ``[lower, upper]``: wrapped by whole periods (:func:`wrap_into`) where
+    ``periodic``, else clipped to the walls."""
+    if periodic:
+        return wrap_into(x, lower, upper)
+    return np.clip(np.asarray(x, dtype=float), lower, upper)
+
+
 @dataclass(frozen=True)
 class Axis:
     """One axis of a uniform grid: ``elements`` equal cells on ``[lower, upper]``."""

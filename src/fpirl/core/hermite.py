@@ -25,6 +25,7 @@ import numpy as np
 
 from ._errors import FpirlInputError
 from ._tensor import apply_along_axes
+from .grid import wrap_into
 from .quadrature import composite_rule
 
 #: Degree of the piecewise polynomials; interpolation error is O(H^4) for psi, O(H^3) for grad psi.
@@ -108,9 +109,8 @@ class HermiteAxis:
     def locate(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cell index and local coordinate ``xi in [0, 1]`` of points (wrapped if periodic)."""
         x = np.asarray(x, dtype=float)
-        length = self.upper - self.lower
         if self.periodic:
-            x = self.lower + np.mod(x - self.lower, length)
+            x = wrap_into(x, self.lower, self.upper)
         t = (x - self.lower) / self.spacing
         cell = np.clip(np.floor(t).astype(np.intp), 0, self.elements - 1)
         return cell, t - cell

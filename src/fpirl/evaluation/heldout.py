@@ -46,6 +46,7 @@ import numpy as np
 import xarray as xr
 
 from ..core._errors import FpirlInputError
+from ..core.grid import into_box
 from ..io.netcdf import grid_from_dataset, model_from_result
 from ..estimators.mobility import Mobility
 from ..estimators.track_noise import TrackNoise
@@ -127,10 +128,7 @@ class TransitionModel:
         """``grad psi`` at ``x`` clipped to the box, or wrapped into a periodic one (the documented extension
         outside it)."""
         x = np.asarray(x, dtype=float)
-        if self.periodic:  # the same point one or more periods off
-            x = self.lower + np.mod(x - self.lower, self.upper - self.lower)
-        else:
-            x = np.clip(x, self.lower, self.upper)
+        x = into_box(x, self.lower, self.upper, self.periodic)  # periodic: the same point one or more periods off
         return np.asarray(self.gradient(x), dtype=float).reshape(x.shape)
 
 

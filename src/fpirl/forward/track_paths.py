@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..core.grid import wrap_into
 
 __all__ = ["effective_drift", "sample_joint_tracks", "sample_velocity_tracks"]
 
@@ -115,7 +116,7 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
         a = step(np.concatenate([s, a], axis=1), rng)
         s = s + a * dt
         if boundary == "periodic":
-            s = lo + np.mod(s - lo, hi - lo)
+            s = wrap_into(s, lo, hi)
         else:
             below, above = s < lo, s > hi
             s = np.clip(np.where(below, 2 * lo - s, np.where(above, 2 * hi - s, s)), lo, hi)
@@ -234,7 +235,7 @@ def sample_joint_tracks(gradient, beta: float, dt: float, starts, steps: int, lo
     for k in range(int(steps)):
         x = step(x, rng)
         if periodic:
-            x = lo + np.mod(x - lo, hi - lo)
+            x = wrap_into(x, lo, hi)
         else:
             x = np.clip(np.where(x < lo, 2 * lo - x, np.where(x > hi, 2 * hi - x, x)), lo, hi)
         out[k + 1] = x

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._errors import FpirlInputError
+from ..core.grid import into_box
 from ..core.validation import _state_weights
 from ._results import open_result, result_gamma, reward_convention
 from ..io.netcdf import model_from_result
@@ -60,9 +61,7 @@ class RecoveredReward:
     def _into_box(self, pts: np.ndarray) -> np.ndarray:
         lo = np.array([a.lower for a in self.grid.axes])
         hi = np.array([a.upper for a in self.grid.axes])
-        if self.grid.periodic:
-            return lo + np.mod(pts - lo, hi - lo)
-        return np.clip(pts, lo, hi)
+        return into_box(pts, lo, hi, self.grid.periodic)
 
     def __call__(self, s, a=None) -> np.ndarray:
 

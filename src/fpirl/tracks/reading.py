@@ -49,7 +49,7 @@ from ..core._errors import FpirlInputError
 from ..io._files import check_netcdf_names, check_readable
 from ._table_readers import (CSV_SUFFIXES, PARQUET_SUFFIXES, read_csv_columns, read_frame_columns,
                              read_parquet_columns)
-from ..core.grid import BOUNDARIES
+from ..core.grid import BOUNDARIES, wrap_into
 from ._robust_box import ROBUST_COUNT, ROBUST_EXTENSION, ROBUST_QUANTILE, robust_fences, robust_limits
 from .table import TrackTable
 import sys
@@ -356,8 +356,7 @@ def read_tracks(path, *, track: str, time: str, state, action=None, boundary: st
     wrap = wrap and periodic
     if lower is not None:
         if wrap:  # minimal image: a position one period off is the same point
-            lo, length = lower[: x.shape[1]], (upper - lower)[: x.shape[1]]
-            x = lo + np.mod(x - lo, length)
+            x = wrap_into(x, lower[: x.shape[1]], upper[: x.shape[1]])
         keep = _inside(x, lower[: x.shape[1]], upper[: x.shape[1]], periodic)
         if not np.all(keep):
             dropped += int(n_obs - np.count_nonzero(keep))
