@@ -4,30 +4,16 @@ moments against the 1-D tables, one axis at a time (BLAS GEMMs, no d-dimensional
 from __future__ import annotations
 
 import itertools
-import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..core._threads import one_blas_thread
-
-_THREADS = min(2, os.cpu_count() or 1)
+from ..core._threads import threaded as _threaded  # noqa: F401 (used here and re-exported to the assembly's users)
 
 
 def _prod(xs) -> int:
     """The product of the sizes ``xs`` as a Python int (int64 arithmetic)."""
     return int(np.prod(xs, dtype=np.int64))
-
-
-def _threaded(work, items) -> None:
-    """``work(part)`` on interleaved parts of ``items`` in up to two threads (numpy's einsum loops
-    release the GIL; BLAS calls elsewhere already use both cores)."""
-    n = min(_THREADS, len(items))
-    if n <= 1:
-        work(items)
-        return
-    with ThreadPoolExecutor(n) as pool:
-        list(pool.map(work, [items[t::n] for t in range(n)]))
 
 
 def touched_empty(shape) -> np.ndarray:

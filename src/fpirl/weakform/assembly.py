@@ -38,6 +38,8 @@ moment ``Z[j, l] = sum_k h_k[j] bar p_k[j + l]`` in the same way. All 1-D integr
 from __future__ import annotations
 
 import itertools
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -208,13 +210,45 @@ def time_pairs(values: np.ndarray, dt: float, time_scheme: str) -> tuple[np.ndar
     return pbar, (values[1:] - values[:-1]) / dt
 
 
+#: Bytes of 1-D tables :func:`build_tables` keeps for reuse (least recently used dropped first; a table over a
+#: quarter of this is never kept): refits on the same axes (cross-validation, Monte Carlo loops, the posterior's
+#: refits, every axis of a cube) tabulate each axis once, where a small fit spent half its time tabulating.
+TABLE_CACHE_BYTES = 64 << 20
+_TABLES: OrderedDict = OrderedDict()  # (fe, hermite, quadrature points) -> read-only AxisTables
+_TABLES_LOCK = threading.Lock()
+
+
+def _table_arrays(tb: AxisTables) -> list:
+    return [tb.mass, tb.stiffness, tb.t, *tb.v.values(), *tb.t_flat.values()]
+
+
 def build_tables(grid, hermite: HermiteSpace, quadrature_points: int = 3) -> list[AxisTables]:
-    """One :class:`AxisTables` per axis of the FE grid and Hermite space."""
+    """One :class:`AxisTables` per axis of the FE grid and Hermite space (read-only arrays, shared with other
+    callers on the same axes: :data:`TABLE_CACHE_BYTES`)."""
     if hermite.ndim != grid.ndim:
         raise FpirlInputError(f"Hermite space has {hermite.ndim} axes, the grid {grid.ndim}")
     if hermite.periodic != grid.periodic:
         raise FpirlInputError("Hermite space and grid disagree on periodicity")
-    return [axis_tables(fe, ha, quadrature_points) for fe, ha in zip(grid.axes, hermite.axes)]
+    out = []
+    for fe, ha in zip(grid.axes, hermite.axes):
+        key = (fe, ha, int(quadrature_points))
+        with _TABLES_LOCK:
+            tb = _TABLES.get(key)
+            if tb is not None:
+                _TABLES.move_to_end(key)
+        if tb is None:
+            tb = axis_tables(fe, ha, quadrature_points)
+            arrays = _table_arrays(tb)
+            for a in arrays:
+                a.flags.writeable = False
+            size = sum(a.nbytes for a in arrays)
+            with _TABLES_LOCK:
+                if size <= TABLE_CACHE_BYTES // 4:
+                    _TABLES[key] = tb
+                while sum(a.nbytes for t in _TABLES.values() for a in _table_arrays(t)) > TABLE_CACHE_BYTES:
+                    _TABLES.popitem(last=False)
+        out.append(tb)
+    return out
 
 
 def fe_matrices(fe: Axis, quadrature_points: int = 3) -> tuple[np.ndarray, np.ndarray]:
