@@ -187,3 +187,24 @@ def test_mobility_degree_is_chosen_under_the_track_noise():
     assert IncrementsEstimator(track_noise=False, **kw).fit(het).mobility_ is not None
     est = IncrementsEstimator(**kw).fit(het)
     assert est.mobility_ is None and est.track_noise_ is not None
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.37, 1.0])
+def test_discounted_sums_equal_the_loop_within_each_track_stacked_or_not(rng, lam):
+    from fpirl.estimators.track_noise import discounted_sums, track_layout
+
+    track = np.repeat([3, 5, 6, 9], [4, 1, 6, 3])
+    x = rng.normal(size=(2, track.size))
+    want = np.zeros_like(x)
+    for k in range(track.size):  # the definition: sum over earlier rows of the same track
+        for j in range(k):
+            if track[j] == track[k]:
+                want[:, k] += lam ** (k - 1 - j) * x[:, j]
+    got, dgot = discounted_sums(x, track, lam, derivative=True)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(discounted_sums(x[1], track, lam, layout=track_layout(track)), want[1], rtol=1e-12,
+                               atol=1e-12)
+    if 0.0 < lam < 1.0:  # the derivative in lambda by central differences
+        h = 1e-6
+        num = (discounted_sums(x, track, lam + h) - discounted_sums(x, track, lam - h)) / (2 * h)
+        np.testing.assert_allclose(dgot, num, rtol=1e-6, atol=1e-8)

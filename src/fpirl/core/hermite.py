@@ -45,15 +45,27 @@ def reference_cubics(xi: np.ndarray, deriv: int = 0) -> np.ndarray:
     to an element.
     """
     xi = np.asarray(xi, dtype=float)
-    if deriv == 0:
-        cols = (1 - 3 * xi**2 + 2 * xi**3, xi - 2 * xi**2 + xi**3, 3 * xi**2 - 2 * xi**3, -(xi**2) + xi**3)
-    elif deriv == 1:
-        cols = (-6 * xi + 6 * xi**2, 1 - 4 * xi + 3 * xi**2, 6 * xi - 6 * xi**2, -2 * xi + 3 * xi**2)
-    elif deriv == 2:
-        cols = (-6 + 12 * xi, -4 + 6 * xi, 6 - 12 * xi, -2 + 6 * xi)
-    else:
+    if deriv not in (0, 1, 2):
         raise ValueError(f"derivative order must be 0, 1 or 2, got {deriv}")
-    return np.stack(cols, axis=-1)
+    out = np.empty(xi.shape + (4,))
+    x2 = xi * xi
+    if deriv == 0:
+        x3 = x2 * xi
+        out[..., 2] = 3 * x2 - 2 * x3  # h_2;  h_0 = 1 - h_2
+        out[..., 0] = 1 - out[..., 2]
+        out[..., 1] = xi - 2 * x2 + x3
+        out[..., 3] = x3 - x2
+    elif deriv == 1:
+        out[..., 2] = 6 * xi - 6 * x2  # h_2';  h_0' = -h_2'
+        out[..., 0] = -out[..., 2]
+        out[..., 1] = 1 - 4 * xi + 3 * x2
+        out[..., 3] = 3 * x2 - 2 * xi
+    else:
+        out[..., 2] = 6 - 12 * xi  # h_2'';  h_0'' = -h_2''
+        out[..., 0] = -out[..., 2]
+        out[..., 1] = 6 * xi - 4
+        out[..., 3] = 6 * xi - 2
+    return out
 
 
 def element_cubics(xi: np.ndarray, spacing: float, deriv: int = 0) -> np.ndarray:

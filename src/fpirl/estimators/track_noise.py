@@ -70,25 +70,33 @@ TRUE_SPELLINGS = (True, "on")
 FALSE_SPELLINGS = (False, None, "off")
 
 
-def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bool = False):
+def track_layout(track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, age)`` of rows ordered by track: the row index where each row's track starts, and the row's
+    place in its track (``0, 1, ...``); computed once per fit and shared by every :func:`discounted_sums`."""
+    n = track.size
+    start = np.r_[True, track[1:] != track[:-1]] if n else np.zeros(0, dtype=bool)
+    first = np.maximum.accumulate(np.where(start, np.arange(n), 0)) if n else np.zeros(0, dtype=np.intp)
+    return first, (np.arange(n) - first).astype(float)
+
+
+def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bool = False, layout=None):
     r"""``S_k = sum_{j<k, same track} lam^{k-1-j} x_j`` for transitions ordered by track (rows of one
     track contiguous, in time order); a linear filter over all rows minus the carry-over from earlier
-    tracks. With ``derivative`` also ``dS_k / d lam``."""
+    tracks. With ``derivative`` also ``dS_k / d lam``. ``x`` may stack several series, ``(r, n)``, filtered
+    together; ``layout``: :func:`track_layout` of ``track`` where the caller has it."""
     x = np.asarray(x, dtype=float)
-    n = x.size
+    n = x.shape[-1]
     if n == 0:
         return (x.copy(), x.copy()) if derivative else x.copy()
-    start = np.r_[True, track[1:] != track[:-1]]
-    first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
+    first, age = track_layout(track) if layout is None else layout
     carry = lfilter([0.0, 1.0], [1.0, -lam], x)  # G_k = lam G_{k-1} + x_{k-1}
-    age = (np.arange(n) - first).astype(float)
     decay = np.ones(n) if lam == 1.0 else np.power(lam, age)
-    out = carry - decay * carry[first]
+    out = carry - decay * carry[..., first]
     if not derivative:
         return out
     dcarry = lfilter([0.0, 1.0], [1.0, -lam], carry)  # dG_k/dlam = G_{k-1} + lam dG_{k-1}/dlam
     ddecay = np.where(age > 0, age * np.power(lam, np.maximum(age - 1.0, 0.0)), 0.0)
-    return out, dcarry - ddecay * carry[first] - decay * dcarry[first]
+    return out, dcarry - ddecay * carry[..., first] - decay * dcarry[..., first]
 
 
 def _student_log_pdf(w, n, b, c, m):
@@ -97,12 +105,13 @@ def _student_log_pdf(w, n, b, c, m):
     return gammaln(0.5 * (n + m)) - gammaln(0.5 * n) - 0.5 * m * np.log(np.pi * b * c) - 0.5 * (n + m) * np.log1p(w / b)
 
 
-def _loglik_and_gradient(u, m, track, p):
-    """Mean log-predictive of :class:`TrackNoise` at ``p = (log nu, log c, lambda)`` and its gradient."""
+def _loglik_and_gradient(u, m, track, p, layout=None):
+    """Mean log-predictive of :class:`TrackNoise` at ``p = (log nu, log c, lambda)`` and its gradient
+    (``layout``: :func:`track_layout` of ``track`` where the caller has it)."""
     nu, c, lam = np.exp(p[0]), np.exp(p[1]), float(p[2])
     w = u / c
-    S, dS = discounted_sums(w, track, lam, derivative=True)
-    N, dN = discounted_sums(np.full(w.size, float(m)), track, lam, derivative=True)
+    (S, N), (dS, dN) = discounted_sums(np.stack([w, np.full(w.size, float(m))]), track, lam, derivative=True,
+                                       layout=layout)
     n, b = nu + N, nu + S
     ll = _student_log_pdf(w, n, b, c, m)
     d_n = 0.5 * (digamma(0.5 * (n + m)) - digamma(0.5 * n)) - 0.5 * np.log1p(w / b)
@@ -128,8 +137,7 @@ class TrackNoise:
         u = np.asarray(u, dtype=float)
         w = u / self.scale
         lam = float(self.forgetting)
-        S = discounted_sums(w, track, lam)
-        N = discounted_sums(np.full(w.size, float(m)), track, lam)
+        S, N = discounted_sums(np.stack([w, np.full(w.size, float(m))]), track, lam)
         return _student_log_pdf(w, self.nu + N, self.nu + S, self.scale, m)
 
     def draw(self, state, m: int, rng):
@@ -219,8 +227,10 @@ def _gaussian(u, m):
 def fit_track_noise(u: np.ndarray, m: int, track: np.ndarray, starts=(0.9, 1.0)) -> TrackNoise:
     """Maximum-likelihood ``(nu, c, lambda)`` of the sequential predictive (module doc) on standardised
     residuals ``u`` ordered by track (L-BFGS-B from ``nu = 5``, ``c = 1`` and each ``lambda`` in ``starts``)."""
+    layout = track_layout(track)
+
     def negll(p):
-        val, grad = _loglik_and_gradient(u, m, track, p)
+        val, grad = _loglik_and_gradient(u, m, track, p, layout)
         return -val, -grad
 
     bounds = [tuple(np.log(NU_BOUNDS)), tuple(np.log(SCALE_BOUNDS)), FORGETTING_BOUNDS]
