@@ -247,7 +247,8 @@ def test_bootstrap_agrees_with_posterior_and_runs_in_parallel():
     est = IncrementsEstimator(hermite_elements=4, ridge=1e-6).fit(tracks)
     serial = estimate_uncertainty(est, "bootstrap", tracks, n_replicates=40, rng=1)
     parallel = estimate_uncertainty(est, "bootstrap", tracks, n_replicates=40, rng=1, n_jobs=2)
-    np.testing.assert_allclose(parallel.samples, serial.samples, rtol=1e-12)  # same draws, same replicates
+    # same draws, same replicates (to rounding: concurrent fits may run some BLAS calls on another thread count)
+    np.testing.assert_allclose(parallel.samples, serial.samples, rtol=1e-12, atol=1e-12 * np.abs(serial.samples).max())
     coords = est.grid_.coords
     ratio = serial.potential_std(coords) / increments_posterior(est).potential_std(coords)
     assert 0.6 < np.median(ratio) < 1.6, ratio
