@@ -36,6 +36,9 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
 7. The bare fit against GEMM (``--only bare [--before SRC] [--rounds N]``, issue 20): the 4-D case of
    part 5, GEMM / ``fit --uncertainty none`` / GEMM in fresh processes, N rounds; ``--before SRC``
    also times another fpirl source tree (e.g. an older commit's ``src``) in the same rounds.
+   Parts 5 and 7 run their children as a default Python does, with the bytecode cache (a warm-up child writes
+   it first; ``PYTHONDONTWRITEBYTECODE``, set on some machines, is dropped from their environment: with it
+   every process compiles fpirl's modules again); ``--no-bytecode-cache`` keeps it.
 8. Beta from noisy density snapshots (``--only beta-noise``, issue 20): the clean data of part 6
    (trigonometric psi, beta = 4) and 2-D finite-volume data with walls (97^2 points, 33^2 nodes,
    beta = 4) with 0, 1, 2, 5% multiplicative noise (seeds 0..3), beta estimated
@@ -410,7 +413,12 @@ def _child(kind, args):
     import resource
 
     t0 = time.perf_counter()
-    if kind == "gemm":
+    if kind == "warm":  # imports what a fit imports (writes the bytecode cache where the environment allows)
+        from fpirl.cli import build_parser
+        import fpirl.uncertainty  # noqa: F401
+
+        build_parser("fit")
+    elif kind == "gemm":
         a = np.random.default_rng(0).standard_normal((4096, 4096))
         b = np.random.default_rng(1).standard_normal((4096, 4096))
         t0 = time.perf_counter()
@@ -429,12 +437,35 @@ def _child(kind, args):
                       "load_1min": os.getloadavg()[0]}))
 
 
+#: ``--no-bytecode-cache``: keep ``PYTHONDONTWRITEBYTECODE`` in the children's environment (set on some machines:
+#: every fresh process then compiles fpirl's modules again, about 0.2 s of a 4-D fit's imports).
+KEEP_NO_BYTECODE = False
+
+
+def _child_env(pythonpath=None) -> dict:
+    """The children's environment: as a default Python's (bytecode cached: a warm-up child writes the cache
+    before the timed runs), unless ``--no-bytecode-cache``."""
+    env = dict(os.environ)
+    if not KEEP_NO_BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    return env
+
+
+def _bytecode_note() -> str:
+    if KEEP_NO_BYTECODE and os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return "children without a bytecode cache (PYTHONDONTWRITEBYTECODE kept)"
+    return "children with the bytecode cache (written by a warm-up child)"
+
+
 def default_vs_bare(dims, data="smooth"):
     import json
     import subprocess
     import tempfile
 
     cases = {4: (15, 50, 4), 5: (8, 20, 3)}
+    print(f"({_bytecode_note()})")
     print("| case | GEMM 4096^3 s | fit --uncertainty none s (x GEMM) | default fit s (x bare fit) | peak GB none / default "
           "| load |")
     print("| --- | --- | --- | --- | --- | --- |")
@@ -447,9 +478,10 @@ def default_vs_bare(dims, data="smooth"):
 
             def run(kind, args=()):
                 out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True,
-                                     check=True)
+                                     check=True, env=_child_env())
                 return json.loads(out.stdout.strip().splitlines()[-1])
 
+            run("warm")
             gemm = run("gemm")
             none = run("cli", common + ["-o", os.path.join(tmp, "none.nc"), "--uncertainty", "none"])
             default = run("cli", common + ["-o", os.path.join(tmp, "default.nc")])
@@ -480,12 +512,14 @@ def bare_vs_gemm(before, rounds, data="smooth"):
                   "-o", os.path.join(tmp, "none.nc")]
 
         def run(kind, path, args=()):
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([path, here])}
             out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True,
-                                 check=True, env=env)
+                                 check=True, env=_child_env(os.pathsep.join([path, here])))
             return json.loads(out.stdout.strip().splitlines()[-1])
 
         codes = ([("before", before)] if before else []) + [("after" if before else "this tree", src)]
+        for _, path in codes:
+            run("warm", path)
+        print(f"({_bytecode_note()})")
         for k in range(rounds):
             g0 = run("gemm", src)
             fits = [(name, run("cli", path, common)) for name, path in codes]
@@ -514,7 +548,10 @@ if __name__ == "__main__":
                     help="--only default|bare: the 4-D density (smooth: two time modes; fp: spectral FP solver, "
                          "~25 modes; fp-noise: the same with 2%% noise, all 50)")
     ap.add_argument("--sets", type=int, default=12, help="noisy sets of the basis part's coverage table (recorded: 12)")
+    ap.add_argument("--no-bytecode-cache", action="store_true",
+                    help="--only default|bare: keep PYTHONDONTWRITEBYTECODE in the children's environment")
     args = ap.parse_args()
+    KEEP_NO_BYTECODE = args.no_bytecode_cache
     print("load average:", os.getloadavg())
     from contextlib import nullcontext
 
