@@ -111,12 +111,11 @@ def _projection_variance(theta: np.ndarray, tau2: np.ndarray, h: float) -> np.nd
     unbounded grid of spacing ``h``, ``mu = theta h`` (``theta`` in ``[0, 1]``)."""
     tau = np.sqrt(np.maximum(tau2, (1e-9 * h) ** 2))
     reach = int(np.ceil(9.0 * float(np.max(tau)) / h)) + 2
-    x = h * np.arange(-reach, reach + 2)
+    x = h * np.arange(-reach - 1, reach + 3)  # the nodes within reach and one neighbour on each side
     mu = (theta * h)[..., None]
-    m = mu - x  # mean of X - x_j
-    sig = tau[..., None]
-    val = _ramp_mean(m + h, sig) - 2.0 * _ramp_mean(m, sig) + _ramp_mean(m - h, sig)
-    return np.sum(np.maximum(val, 0.0) * (x - mu) ** 2, axis=-1) / h
+    ramp = _ramp_mean(mu - x, tau[..., None])  # R at the mean of X - x_j; X - x_j -+ h are the neighbours
+    val = ramp[..., :-2] - 2.0 * ramp[..., 1:-1] + ramp[..., 2:]
+    return np.sum(np.maximum(val, 0.0) * (x[1:-1] - mu) ** 2, axis=-1) / h
 
 
 def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) -> np.ndarray:
