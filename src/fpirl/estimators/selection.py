@@ -58,8 +58,9 @@ def solve_increments(system: IncrementSystem, P: np.ndarray, m: np.ndarray, ridg
     if not tr > 0:
         raise FpirlInputError("the transitions carry no information on psi (no increments in the box?)")
     lam = ridge * tr / np.trace(P)
-    M = A + lam * P + (tr / A.shape[0]) * np.outer(m, m)
-    return solve_spd(M, -system.b), float(lam)
+    M = A + lam * P
+    M += (tr / A.shape[0]) * np.outer(m, m)
+    return solve_spd(M, -system.b, overwrite=True), float(lam)  # M: this call's own (no copy)
 
 
 def n_coefficients(elements, periodic: bool) -> int:
