@@ -74,8 +74,8 @@ def track_layout(track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(first, age)`` of rows ordered by track: the row index where each row's track starts, and the row's
     place in its track (``0, 1, ...``); computed once per fit and shared by every :func:`discounted_sums`."""
     n = track.size
-    start = np.r_[True, track[1:] != track[:-1]] if n else np.zeros(0, dtype=bool)
-    first = np.maximum.accumulate(np.where(start, np.arange(n), 0)) if n else np.zeros(0, dtype=np.intp)
+    start = np.r_[True, track[1:] != track[:-1]][:n]
+    first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
     return first, (np.arange(n) - first).astype(float)
 
 

@@ -115,7 +115,6 @@ class SpectralSolver(_ForwardSolver):
         if not np.all(np.isfinite(grad)):
             raise FpirlInputError("gradient returned NaN or infinite values")
         self._grad_stack = np.ascontiguousarray(np.moveaxis(grad, -1, 0))  # (d, *shape)
-        self._grad = list(self._grad_stack)
 
         # wavenumbers, broadcast to the rfftn layout (last axis halved)
         self._ik = []
@@ -138,8 +137,8 @@ class SpectralSolver(_ForwardSolver):
         self.tail_ratio = 0.0
 
         kmax = 2.0 * np.pi / self.length * (np.array(self.points) // 2)
-        div = self._irfft(sum(ik * self._rfft(g) for ik, g in zip(self._ik, self._grad)))
-        self.drift_rate = float(sum(km * np.max(np.abs(g)) for km, g in zip(kmax, self._grad)) + np.max(np.abs(div)))
+        div = self._irfft(sum(ik * self._rfft(g) for ik, g in zip(self._ik, self._grad_stack)))
+        self.drift_rate = float(sum(km * np.max(np.abs(g)) for km, g in zip(kmax, self._grad_stack)) + np.max(np.abs(div)))
         if not np.isfinite(self.drift_rate):
             raise FpirlInputError("the potential is too steep for the spectral solver (its gradient overflows); "
                                   "check the result (coefficients of huge magnitude?)")

@@ -41,7 +41,8 @@ import numpy as np
 
 from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core._threads import one_blas_thread
-from ..weakform.assembly import _threaded, time_pairs
+from ..core._threads import threaded
+from ..weakform.assembly import time_pairs
 from tqdm.auto import tqdm
 
 from ._many_modes import ManyModeWalk
@@ -238,7 +239,7 @@ class BatchedDraws:
                 outs[sl.start] = part(sl)
 
         with one_blas_thread():
-            _threaded(work, halves)
+            threaded(work, halves)
         res = [np.empty((m,) + x.shape[1:], x.dtype) for x in outs[0]]
         for sl in halves:
             for r, x in zip(res, outs[sl.start]):
@@ -341,7 +342,7 @@ class BatchedDraws:
 
         items = list(enumerate(rest))
         with one_blas_thread():  # the two threads here, one BLAS thread each
-            (_threaded if S * rho[0, 0].size * 3 >= _THREAD_MIN_SIZE and len(items) > 1
+            (threaded if S * rho[0, 0].size * 3 >= _THREAD_MIN_SIZE and len(items) > 1
              else lambda w, it: w(it))(work, items)
         return self._walk_rest(*Y, T).astype(float), self._walk_rest(*Yu, T).astype(float)
 

@@ -40,7 +40,8 @@ import numpy as np
 
 from ..core._tensor import apply_along_axis
 from ..core._threads import one_blas_thread
-from ..weakform.assembly import _threaded, time_pairs
+from ..core._threads import threaded
+from ..weakform.assembly import time_pairs
 from ..weakform.matfree import _pad
 from ._reduced_noise import pod_modes
 
@@ -140,7 +141,7 @@ class ExpectedResidual:
                 outs[sl.start] = self._apply_one(X[sl])
 
         with one_blas_thread():
-            _threaded(work, halves)
+            threaded(work, halves)
         return tuple(np.concatenate([outs[0][i], outs[m // 2][i]]) for i in (0, 1))
 
     def _apply_one(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

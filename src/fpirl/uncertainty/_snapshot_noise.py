@@ -72,7 +72,7 @@ from ._resolution import confirmed_noise, raw_sums, resolution_error
 from ..core._tensor import apply_along_axes
 from ..weakform.assembly import diffusion_and_rate
 from ..core.density import DensitySnapshots
-from ..weakform.assembly import _threaded
+from ..core._threads import threaded
 from ..weakform.matfree import (KroneckerPreconditioner, NormalOperator, StreamingSnapshots, _pad,
                                 conjugate_gradient, h1_apply)
 from ._posterior import CoefficientPosterior
@@ -165,7 +165,7 @@ class _Residuals:
         if R.size < _THREAD_MIN_SIZE:  # small bands: a thread pool costs more than it saves
             work(views)
         else:
-            _threaded(work, views)
+            threaded(work, views)
 
     def fitted(self):
         """Per chunk: ``(block, bar p, C bar p, r_hat)`` of the fitted data (cached when small)."""

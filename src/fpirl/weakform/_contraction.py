@@ -7,8 +7,7 @@ import itertools
 
 import numpy as np
 
-from ..core._threads import one_blas_thread
-from ..core._threads import threaded as _threaded  # noqa: F401 (used here and re-exported to the assembly's users)
+from ..core._threads import one_blas_thread, threaded
 
 
 def _prod(xs) -> int:
@@ -90,7 +89,7 @@ def _first_half(S: np.ndarray, tables, shape, r, h: int, P: np.ndarray) -> None:
             _walk(Xc.reshape(1, shape[0], -1), tables, shape, r, 0, h, P4[:, :, :, t0 : t0 + w], work)
 
     with one_blas_thread():  # small GEMMs: one BLAS thread each, chunks on two threads
-        _threaded(work_on, list(range(0, T, step)))
+        threaded(work_on, list(range(0, T, step)))
 
 
 def _second_half(P: np.ndarray, tables, shape, r, h: int, out4: np.ndarray) -> None:
@@ -107,7 +106,7 @@ def _second_half(P: np.ndarray, tables, shape, r, h: int, out4: np.ndarray) -> N
             _walk(Xc, tables, shape, r, h, d, out4[l0 : l0 + step].reshape(-1, r[d - 1], 1, 1), work)
 
     with one_blas_thread():
-        _threaded(work_on, list(range(0, L, step)))
+        threaded(work_on, list(range(0, L, step)))
 
 
 #: Doubles per work array of the blocked contraction (4 MB: the chunks reuse their pages; the work arrays
@@ -251,7 +250,7 @@ def _regrouped_symmetric(X: np.ndarray, dofs, A: np.ndarray) -> np.ndarray:
 
     # the blocks are disjoint: two threads (numpy's strided loops release the GIL; A's fresh pages are
     # faulted in on both cores)
-    _threaded(work, [(i, j) for i in range(dofs[0]) for j in range(dofs[0])])
+    threaded(work, [(i, j) for i in range(dofs[0]) for j in range(dofs[0])])
     return A
 
 

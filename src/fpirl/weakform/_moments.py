@@ -13,7 +13,8 @@ import itertools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from ._contraction import _threaded, touched_empty
+from ..core._threads import threaded
+from ._contraction import touched_empty
 
 OFFSETS_S = (-2, -1, 0, 1, 2)  # n' - n for two density nodes under one test function
 
@@ -108,7 +109,7 @@ def _banded_products(left: np.ndarray, right_padded: np.ndarray, offsets, halo: 
                 sl = lead + (a + idx[0],) + tuple(slice(i, i + n) for i, n in zip(idx[1:], shape[1:]))
                 np.einsum(expr, la, right_padded[sl], out=oa[_interleaved_index(idx)])
 
-    _threaded(work, list(range(shape[0])))
+    threaded(work, list(range(shape[0])))
 
 
 def _banded_windows(left: np.ndarray, right_padded: np.ndarray, offsets, halo: int, out: np.ndarray) -> None:
@@ -137,7 +138,7 @@ def _banded_windows(left: np.ndarray, right_padded: np.ndarray, offsets, halo: i
                     dst = out[a][_interleaved_index(p + (slice(None),))][..., None, :]
                 np.matmul(la, win, out=dst)
 
-    _threaded(work, list(range(shape[0])))
+    threaded(work, list(range(shape[0])))
 
 
 def _interleaved_index(idx) -> tuple:
@@ -182,7 +183,7 @@ def _second_moment(pbar: np.ndarray, periodic: bool, padded=None) -> np.ndarray:
                 else:
                     _shifted_copy(dst, S[src % shape[0]][_interleaved_index(idx)], delta[1:], periodic)
 
-    _threaded(work, list(range(shape[0])))
+    threaded(work, list(range(shape[0])))
     return S.reshape(tuple(n * n5 for n in shape))
 
 
@@ -224,7 +225,7 @@ def _mirror_windows(S: np.ndarray, shape, prefixes, periodic: bool) -> None:
                                   writeable=False)
                 _shifted_copy(dst, view, delta[1:], periodic)
 
-    _threaded(work, list(range(shape[0])))
+    threaded(work, list(range(shape[0])))
 
 
 def _first_moment(h: np.ndarray, pbar: np.ndarray, periodic: bool) -> np.ndarray:

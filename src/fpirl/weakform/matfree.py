@@ -47,7 +47,8 @@ import scipy.sparse
 from ..core._tensor import apply_along_axis
 from ..core._threads import one_blas_thread
 from ._krylov import Marginals
-from .assembly import NormalEquations, _threaded, build_tables, time_overlap, time_pairs
+from ..core._threads import threaded
+from .assembly import NormalEquations, build_tables, time_overlap, time_pairs
 from ..core.density import DensitySnapshots
 from ._streaming import StreamingSnapshots
 
@@ -320,7 +321,7 @@ class NormalOperator:
                 for idx, view in zip(self._shifts, views):
                     W[self._key(idx, slab)] += np.einsum(expr, r, view)
 
-        _threaded(work, slabs)
+        threaded(work, slabs)
 
     def _band_matrix(self, U: np.ndarray, pshape):
         """The band ``U`` as a sparse ``n_nodes x n_padded`` CSR matrix (``3^d`` entries per row, on the

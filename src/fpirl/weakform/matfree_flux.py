@@ -43,7 +43,8 @@ import numpy as np
 from ._krylov import Marginals
 from ..core._tensor import apply_along_axes
 from ..core._threads import one_blas_thread
-from .assembly import NormalEquations, _threaded
+from ..core._threads import threaded
+from .assembly import NormalEquations
 from .matfree import NormalOperator
 
 __all__ = ["FluxOperator", "hat_derivative_matrix", "one_blas_thread"]
@@ -137,7 +138,7 @@ class FluxOperator(NormalOperator):
             sums.append(h)
 
         for modes in parts:
-            _threaded(work, list(modes))
+            threaded(work, list(modes))
         h = [sum(s[a] for s in sums) for a in range(self.d)]
         self.n_matvec += 1
         return self._gradients_adjoint(h)

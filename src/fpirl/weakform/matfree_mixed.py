@@ -48,7 +48,7 @@ import numpy as np
 from ..core._errors import FpirlInputError
 from ..core._tensor import apply_along_axes
 from ._device import BatchedMixedFlux, array_namespace
-from .assembly import _threaded
+from ..core._threads import threaded
 from .matfree_flux import FluxOperator, hat_derivative_matrix
 from .matfree_gauss import gauss_tables
 
@@ -216,7 +216,7 @@ class MixedFluxOperator(FluxOperator):
             sums.append(h)
 
         for items in parts:
-            _threaded(work, items)
+            threaded(work, items)
         h = [sum(s[a] for s in sums) for a in range(self.d)]
         self.n_matvec += 1
         return self._gradients_adjoint(h)
