@@ -147,7 +147,7 @@ def test_time_scheme_exactness_and_order(scheme):
 
 def _kron_contraction(S, vtables):
     """Brute force ``sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` with dense Kronecker
-    products of the 1-D tables, symmetrised the way the assembly does it (pair indices regrouped)."""
+    products of the 1-D tables (rows: the pair indices ``(i_b, i'_b)`` of all axes, in C order)."""
     d = S.ndim
     total = 0.0
     for a, a2 in itertools.product(range(d), repeat=2):
@@ -174,7 +174,8 @@ def _mirror(M, n, nd):
 def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chunk):
     """Random 1-D tables and moment with the symmetry of the assembly's (``V_vu`` the mirror of
     ``V_uv``, S its own mirror), rows that vanish (Hermite pairs without overlap), 2-D to 4-D, the
-    contraction's chunks and blocks forced small: ``X + X^T`` against all ``d^2`` dense Kronecker products."""
+    contraction's chunks and blocks forced small: ``A`` (the blocks of first-axis pairs ``i_1 <= i'_1``
+    contracted, the others their transposes) against all ``d^2`` dense Kronecker products."""
     from fpirl.weakform import _contraction
 
     monkeypatch.setattr(_contraction, "_CHUNK_DOUBLES", chunk)
@@ -198,12 +199,12 @@ def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chun
             mirrored = np.moveaxis(np.stack([_mirror(row[None], n, 1)[0] for row in moved.reshape(-1, 5 * n)])
                                    .reshape(moved.shape), -1, b)
         S = S + mirrored
-        X = _contraction.normal_matrix_contraction(S.copy(), vtables)
-        assert X.shape == tuple(nd * nd for nd in dofs)
-        # X^T swaps the pair index (i_b, i'_b) on every axis at once
-        swap = X.reshape(tuple(x for nd in dofs for x in (nd, nd)))
-        swap = swap.transpose([2 * (k // 2) + 1 - k % 2 for k in range(2 * len(dofs))]).reshape(X.shape)
-        np.testing.assert_allclose((X + swap).ravel(), _kron_contraction(S, vtables), rtol=1e-11,
+        A = _contraction.normal_matrix(S.copy(), vtables, dofs)
+        d = len(dofs)
+        # the brute force in the pair layout (i_1 i'_1, ..., i_d i'_d), regrouped into rows (i) and columns (i')
+        ref = _kron_contraction(S, vtables).reshape(tuple(x for nd in dofs for x in (nd, nd)))
+        ref = ref.transpose(list(range(0, 2 * d, 2)) + list(range(1, 2 * d, 2))).reshape(A.shape)
+        np.testing.assert_allclose(A, ref, rtol=1e-11,
                                    atol=1e-11 * np.abs(S).sum())
 
 

@@ -72,12 +72,18 @@ _BETWEEN_DOUBLES = 2**25
 _BETWEEN_PER_MOMENT = 1
 
 
+#: The states of the walk over the axes (:func:`_walk`), in the order they are stacked: the first mark placed,
+#: none placed, the second mark placed, both placed. Each new state reads a contiguous run of the incoming
+#: ones (A: A, N; N: N; B: N, B; AB: all), so that it is one GEMM on a slice of the work array.
+STATES = 4
+
+
 def _first_half(S: np.ndarray, tables, shape, r, h: int, P: np.ndarray) -> None:
-    """Axes ``0 .. h-1`` of the moment ``S`` into ``P (L_h, 3, T)``, in chunks of the trailing index ``T``."""
+    """Axes ``0 .. h-1`` of the moment ``S`` into ``P (L_h, STATES, T)``, in chunks of the trailing index ``T``."""
     T = _prod(shape[h:])
     S2 = S.reshape(_prod(shape[:h]), T)
     P4 = P.reshape(P.shape[0] // r[h - 1], r[h - 1], P.shape[1], T)
-    inter = max([_prod(r[: b + 1]) * 3 * _prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
+    inter = max([_prod(r[: b + 1]) * STATES * _prod(shape[b + 1 : h]) for b in range(h - 1)], default=0)
     step = max(1, _CHUNK_DOUBLES // max(_prod(shape[:h]), inter))
 
     def work_on(starts):
@@ -96,7 +102,7 @@ def _second_half(P: np.ndarray, tables, shape, r, h: int, out4: np.ndarray) -> N
     """Axes ``h .. d-1`` of ``P (L_h, states, T)`` into ``out4``, in chunks of the leading index."""
     d = len(shape)
     n_h, T, L = P.shape[1], P.shape[2], P.shape[0]
-    inter = max([_prod(r[h : b + 1]) * 3 * _prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
+    inter = max([_prod(r[h : b + 1]) * STATES * _prod(shape[b + 1 :]) for b in range(h, d - 1)], default=0)
     step = max(1, _CHUNK_DOUBLES // max(n_h * T, inter))
 
     def work_on(starts):
@@ -115,107 +121,76 @@ _CHUNK_DOUBLES = 2**19
 
 
 def _state_tables(v: dict, first: bool, last: bool):
-    """For each new state (none, one, both placed), its tables side by side over the incoming states.
+    """The tables of one axis for the walk of :func:`_walk` over the states of :data:`STATES`.
 
-    On the first axis (one incoming state, all tables as wide) one array instead, the states' rows
-    interleaved (row ``i * 3 + state``): one GEMM with three times the rows writes all new states
-    (measured 3% faster on the 4-D fit than three GEMMs; merging the unequal tables of the later
-    axes with zero blocks was 20% slower).
+    ``v[(x, y)]``: the 1-D table with the first mark's derivative ``x`` and the second's ``y`` on this axis.
+    On the first axis (one incoming state, none placed) one array, the new states' rows interleaved
+    (row ``i * STATES + state``): one GEMM writes all new states. On the later axes per new state
+    ``(table, first incoming state)``: the tables of the incoming states it reads side by side. The last
+    axis writes only "both placed".
     """
-    new = [[0.5 * v[(1, 1)], v[(0, 1)], v[(0, 0)]]]
-    if not last:
-        new = [[v[(0, 0)]], [v[(1, 0)], v[(0, 0)]]] + new
-    if first and not last:
-        return np.stack([m[0] for m in new], axis=1).reshape(-1, new[0][0].shape[1])
-    return [np.hstack(m[: 1 if first else len(m)]) for m in new]
+    both = (np.hstack([v[(0, 1)], v[(1, 1)], v[(1, 0)], v[(0, 0)]]), 0)  # from A, N, B, AB
+    if first:
+        if last:
+            return [(v[(1, 1)], 0)]
+        return np.stack([v[(1, 0)], v[(0, 0)], v[(0, 1)], v[(1, 1)]], axis=1).reshape(-1, v[(0, 0)].shape[1])
+    if last:
+        return [both]
+    k = v[(0, 0)].shape[1]
+    return [(np.hstack([v[(0, 0)], v[(1, 0)]]), 0), (v[(0, 0)], k), (np.hstack([v[(0, 1)], v[(0, 0)]]), k), both]
 
 
 def _walk(X: np.ndarray, tables, shape, r, first: int, stop: int, out_last: np.ndarray, work) -> None:
     """Axes ``first .. stop-1`` of ``X (L, states x K_first, R)`` in place; the last writes into ``out_last``.
 
-    Each new state is one GEMM ``W (r x c K_b) @ X[l] (c K_b x R)`` batched over ``L`` (one plain GEMM
-    when ``R = 1``), written into its slot of the next work array ``(L, r_b, states, R)``: no copies
-    (all states in one GEMM where :func:`_state_tables` gave one array).
-    The work arrays between the axes are cut from the two flat buffers ``work`` (kept from chunk to
-    chunk: fresh pages are costly).
+    Each new state is one GEMM ``W (r x c K_b) @ X[l, s K_b : (s + c) K_b] (c K_b x R)`` batched over ``L``
+    (one plain GEMM when ``R = 1``; ``s`` the first incoming state it reads), written into its slot of the
+    next work array ``(L, r_b, states, R)``: no copies (all states in one GEMM where :func:`_state_tables`
+    gave one array). The work arrays between the axes are cut from the two flat buffers ``work`` (kept
+    from chunk to chunk: fresh pages are costly).
     """
     for b in range(first, stop):
         L, R = X.shape[0], X.shape[2]
         joint = isinstance(tables[b], np.ndarray)  # all states in one table, rows (i, state)
         n = tables[b].shape[0] // r[b] if joint else len(tables[b])
         out = out_last if b == stop - 1 else work[(b - first) % 2][: L * r[b] * n * R].reshape(L, r[b], n, R)
-        parts = [(tables[b], _view(out, (L, r[b] * n, R)))] if joint else \
-            [(w, out[:, :, s]) for s, w in enumerate(tables[b])]
-        for w, dst in parts:
-            c = w.shape[1]
+        parts = [(tables[b], 0, _view(out, (L, r[b] * n, R)))] if joint else \
+            [(w, s0, out[:, :, s]) for s, (w, s0) in enumerate(tables[b])]
+        for w, s0, dst in parts:
+            src = X[:, s0 : s0 + w.shape[1]]
             if R == 1:
-                np.matmul(X[:, :c, 0], w.T, out=dst[..., 0])
+                np.matmul(src[..., 0], w.T, out=dst[..., 0])
             else:
-                np.matmul(w, X[:, :c], out=dst)
+                np.matmul(w, src, out=dst)
         if b < stop - 1:
             X = out.reshape(L * r[b], n * shape[b + 1], -1)
 
 
-def normal_matrix_contraction(S: np.ndarray, vtables, progress=None) -> np.ndarray:
-    """``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}`` using ``A = A^T``.
-
-    ``M_{a a'} = M_{a' a}^T``, so ``A = X + X^T`` with ``X = sum_{a<a'} M_{aa'} + 1/2 sum_a M_{aa}``:
-    a walk over the axes with three states (no mark placed, the first mark placed, both placed)
-    needs 6 products per axis instead of 9. Rows of ``V_b`` that vanish identically (Hermite
-    dof pairs whose supports do not overlap) are dropped, so the later products are smaller.
-
-    Layout: the axes are contracted from the first to the last, each in place: before axis ``b``
-    the work array is ``(L, states x K_b, R)`` (``L`` the finished pair indices, ``R`` the axes
-    still to come), the incoming states (none, one, both) stacked in front of the axis, so the new
-    state "none" reads the first ``K_b`` rows, "one" the first ``2 K_b`` and "both" all ``3 K_b``
-    (their tables side by side): three GEMMs per axis, no transposes. Blocked in two halves: the
-    first ``d // 2`` axes in chunks of the trailing index ``R``, the rest in chunks of the leading
-    index ``L``, so that only the moment, the array between the halves and the result are large
-    (fresh memory is costly; the chunks' work arrays stay in cache).
-
-    Returns
-    -------
-    ndarray, shape ``(n_dofs_1**2, ..., n_dofs_d**2)``
-        ``X`` (not yet symmetrised) at the pair indices ``i_b * n_dofs_b + i'_b`` per axis.
-    """
-    X, rows, full = _nonzero_contraction(S, vtables, progress)
-    if X.shape == full:
-        return X
-    out = np.zeros(full)
-    out[np.ix_(*rows)] = X
-    return out
-
-
 def normal_matrix(S: np.ndarray, vtables, dofs, progress=None) -> np.ndarray:
-    """The symmetric normal matrix ``A = X + X^T`` of :func:`normal_matrix_contraction`, ``(n_coef, n_coef)``
+    """The normal matrix ``A = sum_{a,a'} sum_{n,delta} S[n, delta] prod_b V_b^{[b=a][b=a']}``, ``(n_coef, n_coef)``
     with ``n_coef = prod(dofs)`` (``dofs``: the Hermite dofs per axis), row ``(i_1, ..., i_d)`` and column
     ``(i'_1, ..., i'_d)`` in C order.
 
-    The contraction's pair indices ``(i_b, i'_b)`` are regrouped into ``(i, i')`` by one scattered copy
-    into the result, or, when no pair is dropped, together with the symmetrisation in one pass
-    (:func:`_regrouped_symmetric`): no full-size array in the pair layout, no second regrouped copy
-    (fresh memory is costly here). (Tried: the result's memory as the array between the contraction's halves, which
-    saves fresh memory below the fit's later peak only, at the price of smaller blocks: no gain.)
+    ``V_b^{xy}`` is the 1-D table of axis ``b`` at the pair index ``(i_b, i'_b)`` (rows) and the moment's
+    ``(n_b, delta_b)`` (columns) with the first mark's derivative ``x`` and the second's ``y``.
+
+    ``A`` is symmetric, so only the blocks with first-axis dofs ``i_1 <= i'_1`` are contracted (about
+    ``(n_1 + 1) / (2 n_1)`` of the work) and the others are their transposes. A walk over the axes with
+    four states (:data:`STATES`) places both marks (9 products per axis). Rows of ``V_b`` that vanish
+    identically (Hermite dof pairs whose supports do not overlap) are dropped, so the later products are
+    smaller.
+
+    Layout: the axes are contracted from the first to the last, each in place: before axis ``b`` the work
+    array is ``(L, states x K_b, R)`` (``L`` the finished pair indices, ``R`` the axes still to come).
+    Blocked in two halves: the first ``d // 2`` axes in chunks of the trailing index ``R``, the rest in
+    chunks of the leading index ``L``, so that only the moment, the array between the halves and the
+    result are large (fresh memory is costly; the chunks' work arrays stay in cache). The pair indices
+    ``(i_b, i'_b)`` are then regrouped into ``(i, i')`` block by block of the first axis
+    (:func:`_regrouped`): no full-size array in the pair layout.
     """
-    d, n = len(dofs), _prod(dofs)
-    X, rows, full = _nonzero_contraction(S, vtables, progress)
-    A = np.empty((n, n))
-    if X.shape == full and d > 1:
-        return _regrouped_symmetric(X, dofs, A)
-    # A viewed with the axes (i_1, i'_1, ..., i_d, i'_d); the pair index p_b = i_b * dofs_b + i'_b
-    paired = A.reshape(tuple(dofs) * 2).transpose([k for b in range(d) for k in (b, d + b)])
-    index = []
-    for b, (rb, nb) in enumerate(zip(rows, dofs)):
-        shape = [1] * d
-        shape[b] = rb.size
-        index += [(rb // nb).reshape(shape), (rb % nb).reshape(shape)]
-    if X.size < A.size:
-        A.fill(0.0)
-        paired[tuple(index)] = X
-    else:  # every pair is there: one transposed copy
-        paired[...] = X.reshape(paired.shape)
-    del X
-    return _symmetrised(A)
+    Y, upper, rows = _upper_contraction(S, vtables, dofs, progress)
+    n = _prod(dofs)
+    return _regrouped(Y, upper, rows, dofs, np.empty((n, n)))  # after the contraction's work arrays are freed
 
 
 def _view(a: np.ndarray, shape) -> np.ndarray:
@@ -227,45 +202,66 @@ def _view(a: np.ndarray, shape) -> np.ndarray:
 
 
 def _rows(tables, i0: int, i1: int, r: int):
-    """Rows ``i0:i1`` of the first axis's tables (each state's, or the joint table's ``(i, state)`` rows)."""
+    """Rows ``i0:i1`` of the first axis's tables (the joint table's ``(i, state)`` rows, or each state's)."""
     if isinstance(tables, np.ndarray):
         n = tables.shape[0] // r
         return tables[i0 * n : i1 * n]
-    return [w[i0:i1] for w in tables]
+    return [(w[i0:i1], s0) for w, s0 in tables]
 
 
-def _regrouped_symmetric(X: np.ndarray, dofs, A: np.ndarray) -> np.ndarray:
-    """``A = X + X^T`` regrouped from the pair layout ``(i_1 i'_1, ..., i_d i'_d)`` of ``X`` into ``(i, i')``
-    in one pass: the block of ``A`` with first-axis dofs ``(i_1, i'_1)`` is the sum of two transposed
-    views of ``X`` (no regrouped copy to symmetrise afterwards)."""
+def _regrouped(Y: np.ndarray, upper: np.ndarray, rows, dofs, A: np.ndarray) -> np.ndarray:
+    """``A`` from the contraction ``Y`` at the first-axis pairs ``upper`` (``i_1 <= i'_1``) and the pair indices
+    ``rows[b]`` of the other axes: the block of first-axis dofs ``(i_1, i'_1)`` regrouped from the pair layout
+    ``(i_2 i'_2, ..., i_d i'_d)`` into ``(i_2..i_d, i'_2..i'_d)``, and the block ``(i'_1, i_1)`` its transpose."""
     d = len(dofs)
-    Xp = X.reshape(tuple(x for nb in dofs for x in (nb, nb)))  # (i_1, i'_1, ..., i_d, i'_d)
-    rows, cols = list(range(0, 2 * d - 2, 2)), list(range(1, 2 * d - 2, 2))  # of Xp[i_1, i'_1]
+    m = d - 1
     A8 = A.reshape(tuple(dofs) * 2)
-    rest = (slice(None),) * (d - 1)
+    rest = (slice(None),) * m
+    full = all(rb.size == nb * nb for rb, nb in zip(rows[1:], dofs[1:]))
+    to_blocks = list(range(0, 2 * m, 2)) + list(range(1, 2 * m, 2))  # (i_2, i'_2, ...) -> (i_2.., i'_2..)
+    swap = list(range(m, 2 * m)) + list(range(m))  # a block's transpose
+    interleave = [k for b in range(m) for k in (b, m + b)]
+    if not full or len(upper) < dofs[0] * (dofs[0] + 1) // 2:  # pairs without overlap stay zero
+        A.fill(0.0)
+    if full:
+        Yp = Y.reshape((Y.shape[0],) + tuple(x for nb in dofs[1:] for x in (nb, nb)))
+    else:
+        index = []
+        for b, (rb, nb) in enumerate(zip(rows[1:], dofs[1:])):
+            shape = [1] * m
+            shape[b] = rb.size
+            index += [(rb // nb).reshape(shape), (rb % nb).reshape(shape)]
+        index = tuple(index)
 
-    def work(pairs):
-        for i, j in pairs:
-            np.add(Xp[i, j].transpose(rows + cols), Xp[j, i].transpose(cols + rows), out=A8[(i,) + rest + (j,) + rest])
+    def work(items):
+        for u in items:
+            i, j = divmod(int(upper[u]), dofs[0])
+            block = A8[(i,) + rest + (j,) + rest + (Ellipsis,)]  # a view also in 1-D
+            if full:
+                block[...] = Yp[u].transpose(to_blocks)
+            else:
+                block.transpose(interleave)[index] = Y[u]
+            if i != j:
+                A8[(j,) + rest + (i,) + rest + (Ellipsis,)] = block.transpose(swap)
 
-    # the blocks are disjoint: two threads (numpy's strided loops release the GIL; A's fresh pages are
-    # faulted in on both cores)
-    threaded(work, [(i, j) for i in range(dofs[0]) for j in range(dofs[0])])
+    threaded(work, list(range(len(upper))))  # disjoint blocks (numpy's strided copies release the GIL)
     return A
 
 
-def _nonzero_contraction(S: np.ndarray, vtables, progress=None):
-    """``(X, rows, full)``: :func:`normal_matrix_contraction` at the pair indices ``rows[b]`` of each axis
-    that are not identically zero, and the full shape."""
+def _upper_contraction(S: np.ndarray, vtables, dofs, progress=None):
+    """``(Y, upper, rows)``: the contraction of :func:`normal_matrix` at the first-axis pairs ``upper``
+    (``i_1 <= i'_1``, not identically zero) and the pair indices ``rows[b]`` of the other axes that are not
+    identically zero, in the pair layout ``(len(upper), r_2, ..., r_d)``."""
     d, shape = S.ndim, S.shape
     rows = [_nonzero_rows(v) for v in vtables]
-    r = [x.size for x in rows]
-    full = tuple(len(next(iter(v.values()))) for v in vtables)
+    upper = rows[0][rows[0] // dofs[0] <= rows[0] % dofs[0]]
+    r = [upper.size] + [x.size for x in rows[1:]]
     if min(r) == 0:
-        return np.zeros(tuple(r)), rows, full
-    tables = [_state_tables({k: m[rows[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
+        return np.zeros(tuple(r)), upper, rows
+    keep = [upper] + rows[1:]
+    tables = [_state_tables({k: m[keep[b]] for k, m in vtables[b].items()}, b == 0, b == d - 1) for b in range(d)]
     h = d // 2
-    T, n_h = _prod(shape[h:]), 3 if h else 1
+    T, n_h = _prod(shape[h:]), STATES if h else 1
     out = touched_empty(_prod(r))
     inner = _prod(r[h : d - 1])
     out4 = out.reshape(_prod(r[:h]), inner, r[d - 1], 1, 1)
@@ -288,16 +284,4 @@ def _nonzero_contraction(S: np.ndarray, vtables, progress=None):
             _second_half(Pc, tabs, shape, rc, h, out4[i0 * rows_per : i1 * rows_per])
     if progress is not None:
         progress.update(d)
-    return out.reshape(tuple(r)), rows, full
-
-
-def _symmetrised(X: np.ndarray, block: int = 256) -> np.ndarray:
-    """``X + X^T`` for a square ``X``, block by block in place (overwrites ``X`` when it is C-contiguous)."""
-    X = np.ascontiguousarray(X)
-    n = X.shape[0]
-    for i in range(0, n, block):
-        for j in range(i, n, block):
-            s = X[i : i + block, j : j + block] + X[j : j + block, i : i + block].T
-            X[i : i + block, j : j + block] = s
-            X[j : j + block, i : i + block] = s.T
-    return X
+    return out.reshape(tuple(r)), upper, rows

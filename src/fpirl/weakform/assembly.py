@@ -54,8 +54,7 @@ from ..core._tensor import apply_along_axes, apply_along_axis
 from ..core.quadrature import composite_rule, merged_breakpoints
 from ._moments import (  # noqa: F401 (re-exported)
     MODE_RTOL, OFFSETS_S, _first_moment, _first_moments, _padded, _second_moment, _shift, _shift_nd, time_modes)
-from ._contraction import (  # noqa: F401 (re-exported)
-    _symmetrised, normal_matrix, normal_matrix_contraction, placement_contraction)
+from ._contraction import normal_matrix, placement_contraction
 
 OFFSETS_T = (-1, 0, 1)  # n - j for a hat test function w_j and a density node n
 
