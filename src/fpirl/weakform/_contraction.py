@@ -64,7 +64,7 @@ def _nonzero_rows(v: dict) -> np.ndarray:
     return np.flatnonzero(np.any(np.stack([m != 0 for m in v.values()]), axis=(0, 2)))
 
 
-#: Most doubles of the array between the two halves of :func:`normal_matrix_contraction` (256 MB):
+#: Most doubles of the array between the two halves of the walk of :func:`normal_matrix` (256 MB):
 #: larger ones are filled block by block of the first axis's rows (fresh pages cost ~1 s per GB here).
 _BETWEEN_DOUBLES = 2**25
 #: ... and at most this many times the moment's size: a small moment (a coarse grid, :mod:`fpirl.uncertainty._resolution`)
