@@ -235,3 +235,15 @@ def test_view_never_copies(rng):
     assert a[3, 5] == 7.0
     with pytest.raises(ValueError, match="cannot be viewed"):
         _view(a.T, (24,))
+
+
+@pytest.mark.parametrize("split", [2**22, 1000])
+def test_touched_empty_writes_one_value_per_page(monkeypatch, split):
+    """The pre-touched work arrays: the shape asked for, one zero every 512 doubles (a page), on one thread
+    or, from the split size on, on two."""
+    from fpirl.weakform import _contraction
+
+    monkeypatch.setattr(_contraction, "TOUCH_SPLIT_DOUBLES", split)
+    a = _contraction.touched_empty((7, 3, 1001))
+    assert a.shape == (7, 3, 1001) and a.flags.c_contiguous and a.flags.writeable
+    np.testing.assert_array_equal(a.reshape(-1)[::512], 0.0)
