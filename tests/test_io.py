@@ -399,3 +399,31 @@ def test_model_from_result_round_trip(tmp_path):
     np.testing.assert_allclose(model.potential(x), est.hermite_.evaluate(est.coef_, x))
     with pytest.raises(FpirlInputError, match="dt"):
         model_from_result(result_dataset(est))
+
+
+def test_writes_go_through_symbolic_links(tmp_path, rng):
+    """``-o LINK`` writes where the link points (also a link whose target does not exist yet) and keeps the
+    link, as opening the path would; a link into a missing directory or a loop of links is a one-line error."""
+    (tmp_path / "data").mkdir()
+    old = tmp_path / "data" / "old.nc"
+    old.write_text("previous")
+    link = tmp_path / "link.nc"
+    link.symlink_to(old)
+    write_density(link, _snapshots(rng))
+    assert link.is_symlink() and os.readlink(link) == str(old)
+    assert read_density(link).values.shape == read_density(old).values.shape
+    dangling = tmp_path / "dangling.nc"
+    dangling.symlink_to(tmp_path / "data" / "new.nc")
+    write_density(dangling, _snapshots(rng))
+    assert dangling.is_symlink() and (tmp_path / "data" / "new.nc").is_file()
+    _only(tmp_path / "data", "old.nc", "new.nc")
+    nowhere = tmp_path / "nowhere.nc"
+    nowhere.symlink_to(tmp_path / "missing" / "x.nc")
+    with pytest.raises(FpirlInputError, match="is a link to .*directory does not exist"):
+        write_density(nowhere, _snapshots(rng))
+    a, b = tmp_path / "a.nc", tmp_path / "b.nc"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    with pytest.raises(FpirlInputError, match="loop"):
+        write_density(a, _snapshots(rng))
+    assert a.is_symlink() and b.is_symlink()

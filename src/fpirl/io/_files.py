@@ -94,9 +94,11 @@ def atomic_path(path):
     """Context manager yielding a temporary path next to ``path``; moved onto ``path`` on success.
 
     The temporary file lives in the destination directory (so :func:`os.replace` is atomic) and is
-    removed if the body raises (any exception, including ``KeyboardInterrupt``).
+    removed if the body raises (any exception, including ``KeyboardInterrupt``). Where ``path`` is a
+    symbolic link (also one whose target does not exist yet), the file is written where it points, as
+    opening the path would, and the link is kept.
     """
-    path = check_output_path(path)
+    path = _through_links(check_output_path(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
@@ -113,6 +115,19 @@ def atomic_path(path):
             # name the user's file, never the temporary one
             raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
+
+
+def _through_links(path: Path) -> Path:
+    """``path``, or where it points when it is a symbolic link (the target checked as an output path too)."""
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if target.is_symlink():  # realpath stops inside a loop of links
+        raise FpirlInputError(f"cannot write {str(path)!r}: its symbolic links form a loop")
+    try:
+        return check_output_path(target)
+    except FpirlInputError as exc:
+        raise FpirlInputError(f"output {str(path)!r} is a link to {str(target)!r}: {exc}") from None
 
 
 def atomic_write(path, writer: Callable[[Path], None]) -> Path:
