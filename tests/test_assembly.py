@@ -200,6 +200,7 @@ def test_blocked_contraction_equals_kronecker_brute_force(rng, monkeypatch, chun
                                    .reshape(moved.shape), -1, b)
         S = S + mirrored
         A = _contraction.normal_matrix(S.copy(), vtables, dofs)
+        np.testing.assert_array_equal(A, A.T)  # exactly symmetric (diagonal blocks symmetrised, the others mirrored)
         d = len(dofs)
         # the brute force in the pair layout (i_1 i'_1, ..., i_d i'_d), regrouped into rows (i) and columns (i')
         ref = _kron_contraction(S, vtables).reshape(tuple(x for nd in dofs for x in (nd, nd)))

@@ -228,7 +228,8 @@ def _rows(tables, i0: int, i1: int, r: int):
 def _regrouped(Y: np.ndarray, upper: np.ndarray, rows, dofs, A: np.ndarray) -> np.ndarray:
     """``A`` from the contraction ``Y`` at the first-axis pairs ``upper`` (``i_1 <= i'_1``) and the pair indices
     ``rows[b]`` of the other axes: the block of first-axis dofs ``(i_1, i'_1)`` regrouped from the pair layout
-    ``(i_2 i'_2, ..., i_d i'_d)`` into ``(i_2..i_d, i'_2..i'_d)``, and the block ``(i'_1, i_1)`` its transpose."""
+    ``(i_2 i'_2, ..., i_d i'_d)`` into ``(i_2..i_d, i'_2..i'_d)``, and the block ``(i'_1, i_1)`` its transpose
+    (the diagonal blocks symmetrised, so that ``A`` is exactly symmetric)."""
     d = len(dofs)
     m = d - 1
     A8 = A.reshape(tuple(dofs) * 2)
@@ -259,6 +260,9 @@ def _regrouped(Y: np.ndarray, upper: np.ndarray, rows, dofs, A: np.ndarray) -> n
                 block.transpose(interleave)[index] = Y[u]
             if i != j:
                 A8[(j,) + rest + (i,) + rest + (Ellipsis,)] = block.transpose(swap)
+            else:  # symmetric to rounding: made exactly so (numpy buffers the overlapping operand)
+                np.add(block, block.transpose(swap), out=block)
+                block *= 0.5
 
     threaded(work, list(range(len(upper))))  # disjoint blocks (numpy's strided copies release the GIL)
     return A
