@@ -47,6 +47,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.linalg.blas
 
+from ..core._threads import one_blas_thread, threaded
+
 #: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance) and of
 #: every POD of the posterior (:func:`pod_basis`: the time compression, the fields of the expectations).
 EIG_RTOL = 1e-13
@@ -83,19 +85,37 @@ def pod_modes(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.nda
 CHOLESKY_RTOL = 1e-8
 
 
+def _halves(f, x: np.ndarray) -> list:
+    """``f`` on the two halves of the stack ``x`` on two threads (numpy's stacked LAPACK loops release the
+    GIL; their results are those of one call on the whole stack): the list of the outputs, each a tuple of
+    stacked arrays."""
+    h = x.shape[0] // 2
+    out = [None, None]
+
+    def work(parts):
+        for i, sl in parts:
+            r = f(x[sl])
+            out[i] = r if isinstance(r, tuple) else (r,)
+
+    threaded(work, [(0, slice(0, h)), (1, slice(h, None))])
+    return [np.concatenate(parts) for parts in zip(*out)]
+
+
 def _roots(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(root, pinv)`` for a stack of covariances ``gram`` ``(m, L, L)``: ``root root^T = gram`` and
-    ``pinv root^T`` the projector on its range (any such square root gives the law of the module doc)."""
+    ``pinv root^T`` the projector on its range (any such square root gives the law of the module doc).
+    The stack's halves on two threads (:func:`_halves`)."""
     if gram.shape[0] > 1 and CHOLESKY_RTOL is not None:
         try:
-            C = np.linalg.cholesky(gram)
+            (C,) = _halves(np.linalg.cholesky, gram)
         except np.linalg.LinAlgError:
             C = None
         if C is not None:
             dg = np.diagonal(C, axis1=1, axis2=2)
             if np.all(dg.min(axis=1) ** 2 > CHOLESKY_RTOL * dg.max(axis=1) ** 2):
-                return C, np.ascontiguousarray(np.swapaxes(np.linalg.inv(C), 1, 2))
-    lam, U = np.linalg.eigh(gram)  # (m, L), (m, L, L)
+                (inv,) = _halves(np.linalg.inv, C)
+                return C, np.ascontiguousarray(np.swapaxes(inv, 1, 2))
+    lam, U = _halves(np.linalg.eigh, gram) if gram.shape[0] > 1 else np.linalg.eigh(gram)  # (m, L), (m, L, L)
     keep = lam > EIG_RTOL * np.maximum(lam[:, -1:], 1e-300)
     lam = np.where(keep, lam, 0.0)
     inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, lam, 1.0)), 0.0)
@@ -119,6 +139,10 @@ class ReducedNoise:
     """
 
     def __init__(self, mix, pfull, model, normalize, weights):
+        with one_blas_thread():  # thin products (per-node L x L, K + 1 rows): BLAS threads only cost here
+            self._build(mix, pfull, model, normalize, weights)
+
+    def _build(self, mix, pfull, model, normalize, weights):
         self.mix = np.asarray(mix, dtype=float)
         L, k1 = self.mix.shape
         self.L, self.K1 = L, k1
@@ -152,12 +176,21 @@ class ReducedNoise:
             # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L), X^T pinv_j of a chunk of nodes as one GEMM;
             # sum_j (H_j w_j)(H_j w_j)^T by the symmetric rank-k update (half the products of Hf @ Hf.T)
             pinv_t = np.ascontiguousarray(self.pinv.transpose(1, 0, 2))  # (L, n, L)
-            hh = np.zeros((k1, k1), order="F")
-            for lo in range(0, self.n, _CHUNK_NODES):
-                hi = min(self.n, lo + _CHUNK_NODES)
-                H = (X.T @ pinv_t[:, lo:hi].reshape(L, -1)).reshape(k1, hi - lo, L)
-                H *= self.S2w[:, lo:hi, None]
-                hh = scipy.linalg.blas.dsyrk(1.0, H.reshape(k1, -1).T, beta=1.0, c=hh, trans=1, overwrite_c=1)
+            parts = [np.zeros((k1, k1), order="F") for _ in range(2)]  # one sum per thread
+
+            def work(chunks):
+                hh = parts[chunks[0][0]]
+                for _, lo in chunks:
+                    hi = min(self.n, lo + _CHUNK_NODES)
+                    H = (X.T @ pinv_t[:, lo:hi].reshape(L, -1)).reshape(k1, hi - lo, L)
+                    H *= self.S2w[:, lo:hi, None]
+                    hh = scipy.linalg.blas.dsyrk(1.0, H.reshape(k1, -1).T, beta=1.0, c=hh, trans=1, overwrite_c=1)
+                parts[chunks[0][0]] = hh
+
+            # threaded() hands out every second item: tagged by that parity, each part sums into its own
+            # array (called from a helper thread, all items come in one part, summed into the first)
+            threaded(work, [(i % 2, lo) for i, lo in enumerate(range(0, self.n, _CHUNK_NODES))])
+            hh = parts[0] + parts[1]
             cc -= np.triu(hh) + np.triu(hh, 1).T
         cc = 0.5 * (cc + cc.T)
         lc, Uc = np.linalg.eigh(cc)
