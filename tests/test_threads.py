@@ -60,3 +60,23 @@ def test_nested_and_concurrent_calls_finish():
         t.join(timeout=30)
     assert not any(t.is_alive() for t in callers)
     assert sorted(results) == sorted(10 * k + j for k in range(15) for j in range(4))
+
+
+@pytest.mark.parametrize("m", [0, 1, 7, 10])
+def test_halves_covers_the_stack_in_order(m):
+    """``halves``: the two halves of ``range(m)`` (the first ``m // 2`` items, then the rest), each once, their
+    outputs in that order; from a helper thread (serial) the same."""
+    seen = []
+
+    def part(sl):
+        seen.append(sl)
+        return np.arange(m)[sl] ** 2
+
+    out = _threads.halves(part, m)
+    assert sorted((s.start, s.stop) for s in seen) == [(0, m // 2), (m // 2, m)]
+    np.testing.assert_array_equal(np.concatenate(out), np.arange(m) ** 2)
+    assert len(out[0]) == m // 2
+    nested = []
+    threaded(lambda items: nested.extend(_threads.halves(part, m) for _ in items), [0, 1])
+    for o in nested:
+        np.testing.assert_array_equal(np.concatenate(o), np.arange(m) ** 2)

@@ -73,3 +73,20 @@ def threaded(work, items) -> None:
         wait(futures)
     for f in futures:
         f.result()
+
+
+def halves(part, m: int) -> list:
+    """``[part(slice(0, m // 2)), part(slice(m // 2, m))]``, the two calls on two threads (:func:`threaded`).
+
+    For work over a stack of ``m`` items whose halves are independent (numpy's stacked loops and BLAS
+    calls release the GIL); the caller joins the two outputs (concatenates or sums them).
+    """
+    h = m // 2
+    out = [None, None]
+
+    def work(items):
+        for i, sl in items:
+            out[i] = part(sl)
+
+    threaded(work, [(0, slice(0, h)), (1, slice(h, m))])
+    return out

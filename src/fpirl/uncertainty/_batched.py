@@ -40,7 +40,7 @@ import itertools
 import numpy as np
 
 from ..core._tensor import apply_along_axes, apply_along_axis
-from ..core._threads import one_blas_thread
+from ..core._threads import halves, one_blas_thread
 from ..core._threads import threaded
 from ..weakform.assembly import time_pairs
 from tqdm.auto import tqdm
@@ -232,19 +232,9 @@ class BatchedDraws:
         self._residual_ops()  # built before the threads
         if m < 2 or m * int(np.prod(self.shape)) < _THREAD_MIN_SIZE:
             return list(part(slice(0, m)))
-        halves, outs = [slice(0, m // 2), slice(m // 2, m)], {}
-
-        def work(parts):
-            for sl in parts:
-                outs[sl.start] = part(sl)
-
         with one_blas_thread():
-            threaded(work, halves)
-        res = [np.empty((m,) + x.shape[1:], x.dtype) for x in outs[0]]
-        for sl in halves:
-            for r, x in zip(res, outs[sl.start]):
-                r[sl] = x
-        return res
+            outs = halves(part, m)
+        return [np.concatenate(xs) for xs in zip(*outs)]
 
     def _residual_ops(self):
         """``(dtype, [(M_b, K_b)], csr)``: the residual's operators in :data:`BAND_DTYPE`, built once (``csr``:

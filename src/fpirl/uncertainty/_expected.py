@@ -39,8 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core._tensor import apply_along_axis
-from ..core._threads import one_blas_thread
-from ..core._threads import threaded
+from ..core._threads import halves, one_blas_thread
 from ..weakform.assembly import time_pairs
 from ..weakform.matfree import _pad
 from ._reduced_noise import pod_modes
@@ -134,15 +133,9 @@ class ExpectedResidual:
         if m < 2 or X.size < _THREAD_MIN_SIZE:
             return self._apply_one(X)
         self.res.xi_band()  # built once, before the threads
-        halves, outs = [slice(0, m // 2), slice(m // 2, m)], {}
-
-        def work(parts):
-            for sl in parts:
-                outs[sl.start] = self._apply_one(X[sl])
-
         with one_blas_thread():
-            threaded(work, halves)
-        return tuple(np.concatenate([outs[0][i], outs[m // 2][i]]) for i in (0, 1))
+            outs = halves(lambda sl: self._apply_one(X[sl]), m)
+        return tuple(np.concatenate(xs) for xs in zip(*outs))
 
     def _apply_one(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_apply` on one thread."""

@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.linalg.blas
 
-from ..core._threads import one_blas_thread, threaded
+from ..core._threads import halves, one_blas_thread
 
 #: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance) and of
 #: every POD of the posterior (:func:`pod_basis`: the time compression, the fields of the expectations).
@@ -85,37 +85,28 @@ def pod_modes(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.nda
 CHOLESKY_RTOL = 1e-8
 
 
-def _halves(f, x: np.ndarray) -> list:
-    """``f`` on the two halves of the stack ``x`` on two threads (numpy's stacked LAPACK loops release the
-    GIL; their results are those of one call on the whole stack): the list of the outputs, each a tuple of
-    stacked arrays."""
-    h = x.shape[0] // 2
-    out = [None, None]
-
-    def work(parts):
-        for i, sl in parts:
-            r = f(x[sl])
-            out[i] = r if isinstance(r, tuple) else (r,)
-
-    threaded(work, [(0, slice(0, h)), (1, slice(h, None))])
-    return [np.concatenate(parts) for parts in zip(*out)]
+def _stacked(f, x: np.ndarray) -> tuple:
+    """``f`` (a stacked numpy.linalg function) on the stack ``x``, its two halves on two threads
+    (:func:`fpirl.core._threads.halves`): the same values as one call, each output re-stacked."""
+    parts = [r if isinstance(r, tuple) else (r,) for r in halves(lambda sl: f(x[sl]), x.shape[0])]
+    return tuple(np.concatenate(p) for p in zip(*parts))
 
 
 def _roots(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(root, pinv)`` for a stack of covariances ``gram`` ``(m, L, L)``: ``root root^T = gram`` and
     ``pinv root^T`` the projector on its range (any such square root gives the law of the module doc).
-    The stack's halves on two threads (:func:`_halves`)."""
+    The stack's halves on two threads (:func:`_stacked`)."""
     if gram.shape[0] > 1 and CHOLESKY_RTOL is not None:
         try:
-            (C,) = _halves(np.linalg.cholesky, gram)
+            (C,) = _stacked(np.linalg.cholesky, gram)
         except np.linalg.LinAlgError:
             C = None
         if C is not None:
             dg = np.diagonal(C, axis1=1, axis2=2)
             if np.all(dg.min(axis=1) ** 2 > CHOLESKY_RTOL * dg.max(axis=1) ** 2):
-                (inv,) = _halves(np.linalg.inv, C)
+                (inv,) = _stacked(np.linalg.inv, C)
                 return C, np.ascontiguousarray(np.swapaxes(inv, 1, 2))
-    lam, U = _halves(np.linalg.eigh, gram) if gram.shape[0] > 1 else np.linalg.eigh(gram)  # (m, L), (m, L, L)
+    lam, U = _stacked(np.linalg.eigh, gram)  # (m, L), (m, L, L)
     keep = lam > EIG_RTOL * np.maximum(lam[:, -1:], 1e-300)
     lam = np.where(keep, lam, 0.0)
     inv = np.where(keep, 1.0 / np.sqrt(np.where(keep, lam, 1.0)), 0.0)
@@ -176,21 +167,17 @@ class ReducedNoise:
             # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L), X^T pinv_j of a chunk of nodes as one GEMM;
             # sum_j (H_j w_j)(H_j w_j)^T by the symmetric rank-k update (half the products of Hf @ Hf.T)
             pinv_t = np.ascontiguousarray(self.pinv.transpose(1, 0, 2))  # (L, n, L)
-            parts = [np.zeros((k1, k1), order="F") for _ in range(2)]  # one sum per thread
 
-            def work(chunks):
-                hh = parts[chunks[0][0]]
-                for _, lo in chunks:
-                    hi = min(self.n, lo + _CHUNK_NODES)
+            def partial(nodes):  # the sum over a range of nodes, chunk by chunk
+                hh = np.zeros((k1, k1), order="F")
+                for lo in range(nodes.start, nodes.stop, _CHUNK_NODES):
+                    hi = min(nodes.stop, lo + _CHUNK_NODES)
                     H = (X.T @ pinv_t[:, lo:hi].reshape(L, -1)).reshape(k1, hi - lo, L)
                     H *= self.S2w[:, lo:hi, None]
                     hh = scipy.linalg.blas.dsyrk(1.0, H.reshape(k1, -1).T, beta=1.0, c=hh, trans=1, overwrite_c=1)
-                parts[chunks[0][0]] = hh
+                return hh
 
-            # threaded() hands out every second item: tagged by that parity, each part sums into its own
-            # array (called from a helper thread, all items come in one part, summed into the first)
-            threaded(work, [(i % 2, lo) for i, lo in enumerate(range(0, self.n, _CHUNK_NODES))])
-            hh = parts[0] + parts[1]
+            hh = sum(halves(partial, self.n))  # the nodes' two halves on two threads
             cc -= np.triu(hh) + np.triu(hh, 1).T
         cc = 0.5 * (cc + cc.T)
         lc, Uc = np.linalg.eigh(cc)
