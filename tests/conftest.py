@@ -10,6 +10,21 @@ import numpy as np
 import pytest
 
 
+def pytest_configure(config):
+    """With a pytest-xdist worker per core, each worker runs BLAS on one thread (kept for the session), and so do
+    the processes the tests start: two workers of two BLAS threads each on two cores spent about 30% of the
+    suite's CPU time in contention (docs/benchmarks.md, "Test suite"). fpirl's own two-thread splits
+    (:mod:`fpirl.core._threads`) are left as they are, so the tests still run them."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or int(workers) < (os.cpu_count() or 1):
+        return
+    from threadpoolctl import threadpool_limits
+
+    config._fpirl_blas_limit = threadpool_limits(limits=1, user_api="blas")
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+
+
 @pytest.fixture(autouse=True)
 def _strict_floating_point():
     old = np.seterr(all="raise", under="ignore")  # underflow in exp(-beta psi) is benign

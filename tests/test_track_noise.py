@@ -208,3 +208,23 @@ def test_discounted_sums_equal_the_loop_within_each_track_stacked_or_not(rng, la
         h = 1e-6
         num = (discounted_sums(x, track, lam + h) - discounted_sums(x, track, lam - h)) / (2 * h)
         np.testing.assert_allclose(dgot, num, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.37, 1.0])
+def test_discounted_counts_by_place_in_the_track_equal_the_loop(lam):
+    """``N(a) = m sum_{i<a} lam^i`` tabulated per place and gathered: the discounted sum of the constant ``m``
+    over earlier rows of the same track, and its derivative in lambda (the sum of ``(k-1-j) lam^(k-2-j)``)."""
+    from fpirl.estimators.track_noise import _discounted_counts, track_layout
+
+    track = np.repeat([3, 5, 6, 9], [4, 1, 7, 3])
+    age = track_layout(track)[1]
+    N, dN = _discounted_counts(2, lam, age)
+    want, dwant = np.zeros(track.size), np.zeros(track.size)
+    for k in range(track.size):
+        for j in range(k):
+            if track[j] == track[k]:
+                e = k - 1 - j
+                want[k] += 2 * lam**e
+                dwant[k] += 2 * e * lam ** (e - 1) if e > 0 else 0.0
+    np.testing.assert_allclose(N[age], want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dN[age], dwant, rtol=1e-12, atol=1e-12)

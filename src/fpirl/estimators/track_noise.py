@@ -72,11 +72,18 @@ FALSE_SPELLINGS = (False, None, "off")
 
 def track_layout(track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(first, age)`` of rows ordered by track: the row index where each row's track starts, and the row's
-    place in its track (``0, 1, ...``); computed once per fit and shared by every :func:`discounted_sums`."""
+    place in its track (``0, 1, ...``, integers); computed once per fit and shared by every :func:`discounted_sums`."""
     n = track.size
     start = np.r_[True, track[1:] != track[:-1]][:n]
     first = np.maximum.accumulate(np.where(start, np.arange(n), 0))
-    return first, (np.arange(n) - first).astype(float)
+    return first, np.arange(n) - first
+
+
+def _powers(lam: float, age: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(lam^a, a lam^(a-1))`` for every place ``a = 0 .. max(age)`` in a track (``0^0 = 1``; the second is
+    the derivative in ``lam``, 0 at ``a = 0``): tables that rows gather by their ``age``."""
+    a = np.arange(int(age.max()) + 1 if age.size else 1)
+    return np.power(lam, a), a * np.power(lam, np.maximum(a - 1, 0))
 
 
 def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bool = False, layout=None):
@@ -90,36 +97,53 @@ def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bo
         return (x.copy(), x.copy()) if derivative else x.copy()
     first, age = track_layout(track) if layout is None else layout
     carry = lfilter([0.0, 1.0], [1.0, -lam], x)  # G_k = lam G_{k-1} + x_{k-1}
-    decay = np.ones(n) if lam == 1.0 else np.power(lam, age)
+    pw, dpw = _powers(lam, age)
+    decay = pw[age]
     out = carry - decay * carry[..., first]
     if not derivative:
         return out
     dcarry = lfilter([0.0, 1.0], [1.0, -lam], carry)  # dG_k/dlam = G_{k-1} + lam dG_{k-1}/dlam
-    ddecay = np.where(age > 0, age * np.power(lam, np.maximum(age - 1.0, 0.0)), 0.0)
-    return out, dcarry - ddecay * carry[..., first] - decay * dcarry[..., first]
+    return out, dcarry - dpw[age] * carry[..., first] - decay * dcarry[..., first]
 
 
-def _student_log_pdf(w, n, b, c, m):
+def _discounted_counts(m: int, lam: float, age: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, dN/dlam)`` per place in a track: ``N(a) = m sum_{i<a} lam^i``, the discounted count of the module
+    doc (:func:`discounted_sums` of the constant ``m``, which depends on the row's ``age`` only)."""
+    pw, dpw = _powers(lam, age)
+    return m * np.r_[0.0, np.cumsum(pw)[:-1]], m * np.r_[0.0, np.cumsum(dpw)[:-1]]
+
+
+def _student_log_pdf(w, n, b, c, m, norm=None):
     """``log p`` of an ``m``-variate Student t residual with ``n`` degrees of freedom, squared norm ``c w``
-    and scale ``b c / n`` per axis (the predictive of the module doc, ``n = nu + N``, ``b = nu + S``)."""
-    return gammaln(0.5 * (n + m)) - gammaln(0.5 * n) - 0.5 * m * np.log(np.pi * b * c) - 0.5 * (n + m) * np.log1p(w / b)
+    and scale ``b c / n`` per axis (the predictive of the module doc, ``n = nu + N``, ``b = nu + S``);
+    ``norm``: ``gammaln((n + m) / 2) - gammaln(n / 2)`` where the caller has it."""
+    if norm is None:
+        norm = gammaln(0.5 * (n + m)) - gammaln(0.5 * n)
+    return norm - 0.5 * m * np.log(np.pi * b * c) - 0.5 * (n + m) * np.log1p(w / b)
 
 
 def _loglik_and_gradient(u, m, track, p, layout=None):
     """Mean log-predictive of :class:`TrackNoise` at ``p = (log nu, log c, lambda)`` and its gradient
-    (``layout``: :func:`track_layout` of ``track`` where the caller has it)."""
+    (``layout``: :func:`track_layout` of ``track`` where the caller has it). What depends on a row's place in
+    its track only (the discounted count ``N`` and the gamma functions of ``n = nu + N``) is evaluated once per
+    place and gathered."""
     nu, c, lam = np.exp(p[0]), np.exp(p[1]), float(p[2])
+    layout = track_layout(track) if layout is None else layout
+    age = layout[1]
     w = u / c
-    (S, N), (dS, dN) = discounted_sums(np.stack([w, np.full(w.size, float(m))]), track, lam, derivative=True,
-                                       layout=layout)
-    n, b = nu + N, nu + S
-    ll = _student_log_pdf(w, n, b, c, m)
-    d_n = 0.5 * (digamma(0.5 * (n + m)) - digamma(0.5 * n)) - 0.5 * np.log1p(w / b)
+    S, dS = discounted_sums(w, track, lam, derivative=True, layout=layout)
+    Nt, dNt = _discounted_counts(m, lam, age)
+    nt = nu + Nt
+    norm = (gammaln(0.5 * (nt + m)) - gammaln(0.5 * nt))[age]
+    psi_n = (0.5 * (digamma(0.5 * (nt + m)) - digamma(0.5 * nt)))[age]
+    n, b = nt[age], nu + S
+    ll = _student_log_pdf(w, n, b, c, m, norm)
+    d_n = psi_n - 0.5 * np.log1p(w / b)
     d_b = -0.5 * m / b + 0.5 * (n + m) * w / (b * (b + w))
     d_w = -0.5 * (n + m) / (b + w)
     grad = np.array([nu * np.mean(d_n + d_b),  # d/d log nu: n and b both move with nu
                      np.mean(-S * d_b - w * d_w) - 0.5 * m,  # d/d log c: w and S scale as 1/c
-                     np.mean(d_b * dS + d_n * dN)])
+                     np.mean(d_b * dS + d_n * dNt[age])])
     return float(np.mean(ll)), grad
 
 
@@ -137,8 +161,9 @@ class TrackNoise:
         u = np.asarray(u, dtype=float)
         w = u / self.scale
         lam = float(self.forgetting)
-        S, N = discounted_sums(np.stack([w, np.full(w.size, float(m))]), track, lam)
-        return _student_log_pdf(w, self.nu + N, self.nu + S, self.scale, m)
+        layout = track_layout(track)
+        N = _discounted_counts(m, lam, layout[1])[0][layout[1]]
+        return _student_log_pdf(w, self.nu + N, self.nu + discounted_sums(w, track, lam, layout=layout), self.scale, m)
 
     def draw(self, state, m: int, rng):
         """Standardised residuals ``z`` (``(n, m)``) for ``n`` tracks from the predictive given ``state``
