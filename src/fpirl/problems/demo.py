@@ -33,7 +33,7 @@ from ..evaluation.metrics import l2_error, relative_l2_error
 from ..forward import simulate_density, von_mises_bump
 from ..io.netcdf import result_dataset, write_density, write_result
 from ..plotting.fields import plot_potential_comparison
-from ..workflows import recover_mdp_from_fit
+from ..mdp.recovery import recover_mdp_from_fit
 
 __all__ = ["DemoProblem", "demo_problem", "run_demo"]
 
