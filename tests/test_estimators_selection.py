@@ -166,3 +166,27 @@ def test_cv_score_is_the_heldout_gaussian_loglik_in_two_dimensions():
         mean = -est.gradient(points[held]) * dt
         ref = np.mean([multivariate_normal(m, 2 * dt / beta * np.eye(2)).logpdf(x) for m, x in zip(mean, dx[held])])
         assert cv["fold_scores"][0, 0, f] == pytest.approx(ref, rel=1e-8)
+
+
+def test_cv_solves_on_two_threads_equal_the_serial_loop(monkeypatch):
+    """The (fold, ridge) solves run in two halves on two threads: every fold score, with beta given and
+    estimated (the training residual's variance), equals that of the same solves in one loop."""
+    import fpirl.core._threads as threads
+    from fpirl.estimators.increments import _regression_data
+    from fpirl.estimators.selection import cross_validate
+
+    def grad(x):
+        return np.stack([PI * np.cos(PI * x[..., 0]), -0.5 * PI * np.sin(PI * x[..., 1])], axis=-1)
+
+    tr = make_tracks(grad, 2.0, 60, 30, 1e-2, [-1, -1], [1, 1], "periodic", 34)
+    points, _, dx, track = _regression_data(tr, 0)
+    fold = track % 5
+    ridges = [1e-6, 1e-4, 1e-2]
+    for beta in (2.0, None):
+        args = (tr.lower, tr.upper, True, points, dx / tr.dt, [0, 1], fold, 5, tr.dt, [(2, 2), (3, 3)], ridges, beta)
+        both = cross_validate(*args)["fold_scores"]
+        monkeypatch.setattr(threads, "THREADS", 1)
+        serial = cross_validate(*args)["fold_scores"]
+        monkeypatch.undo()
+        assert both.shape == (2, 3, 5) and np.all(np.isfinite(both))
+        np.testing.assert_array_equal(both, serial)
