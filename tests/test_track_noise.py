@@ -228,3 +228,21 @@ def test_discounted_counts_by_place_in_the_track_equal_the_loop(lam):
                 dwant[k] += 2 * e * lam ** (e - 1) if e > 0 else 0.0
     np.testing.assert_allclose(N[age], want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dN[age], dwant, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.37, 0.999, 1.0])
+@pytest.mark.parametrize("n", [1, 31, 32, 2500, 2048])
+def test_first_order_sums_equal_the_recurrence(rng, lam, n):
+    """The blocked sums (three levels of blocks at 2,500 rows) against the recurrence ``G_k = lam G_{k-1} + x_{k-1}``
+    run row by row, for two stacked series."""
+    from fpirl.estimators.track_noise import FILTER_BLOCK, first_order_sums
+
+    assert FILTER_BLOCK**2 < 2048 < 2500
+    x = rng.normal(size=(2, n))
+    want = np.zeros_like(x)
+    for k in range(1, n):
+        want[:, k] = lam * want[:, k - 1] + x[:, k - 1]
+    got = first_order_sums(x, lam)
+    assert got.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(want).max()))
+    np.testing.assert_allclose(first_order_sums(x[0], lam), want[0], rtol=1e-12, atol=1e-12 * max(1.0, np.abs(want).max()))

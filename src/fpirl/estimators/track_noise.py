@@ -50,7 +50,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.signal import lfilter
 from scipy.special import digamma, gammaln
 
 from ..core._errors import FpirlInputError
@@ -79,6 +78,39 @@ def track_layout(track: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first, np.arange(n) - first
 
 
+#: Block length of :func:`first_order_sums` (16,384 rows: 0.18 ms at 32, 0.25 ms at 64, 0.29 ms at 128).
+FILTER_BLOCK = 32
+
+
+def first_order_sums(x: np.ndarray, lam: float) -> np.ndarray:
+    r"""``G_k = sum_{j<k} lam^{k-1-j} x_j`` along the last axis of ``x`` (the recurrence ``G_k = lam G_{k-1} +
+    x_{k-1}``, ``G_0 = 0``).
+
+    By blocks of ``B =`` :data:`FILTER_BLOCK` rows: the sums within each block are one product with the block's
+    ``B x B`` Toeplitz matrix of powers ``T[k, j] = lam^{k-1-j}`` (``j < k``), and the value at each block's start
+    ``C_b`` obeys the same recurrence over the blocks with factor ``lam^B`` and inputs ``lam G_{b, B-1} + x_{b, B-1}``
+    (the block's own sum carried one step), solved by this function again; then ``G_{b, k} += lam^k C_b``. No power
+    of ``lam`` is negative, so nothing overflows for ``0 <= lam <= 1``; rounding is that of sums of ``B`` terms.
+    """
+    x = np.asarray(x, dtype=float)
+    lead, n = x.shape[:-1], x.shape[-1]
+    B = FILTER_BLOCK
+    m = -(-n // B)
+    if n % B:
+        X = np.zeros(lead + (m * B,))
+        X[..., :n] = x
+    else:
+        X = x
+    X = X.reshape(lead + (m, B))
+    p = np.power(lam, np.arange(B + 1, dtype=float))  # lam^0 .. lam^B (0^0 = 1)
+    e = np.arange(B)[:, None] - 1 - np.arange(B)[None, :]  # k - 1 - j
+    T = np.where(e >= 0, p[np.maximum(e, 0)], 0.0)
+    G = X @ T.T
+    if m > 1:
+        G += first_order_sums(lam * G[..., -1] + X[..., -1], float(p[B]))[..., None] * p[:B]
+    return G.reshape(lead + (m * B,))[..., :n]
+
+
 def _powers(lam: float, age: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(lam^a, a lam^(a-1))`` for every place ``a = 0 .. max(age)`` in a track (``0^0 = 1``; the second is
     the derivative in ``lam``, 0 at ``a = 0``): tables that rows gather by their ``age``."""
@@ -88,7 +120,7 @@ def _powers(lam: float, age: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bool = False, layout=None):
     r"""``S_k = sum_{j<k, same track} lam^{k-1-j} x_j`` for transitions ordered by track (rows of one
-    track contiguous, in time order); a linear filter over all rows minus the carry-over from earlier
+    track contiguous, in time order); :func:`first_order_sums` over all rows minus the carry-over from earlier
     tracks. With ``derivative`` also ``dS_k / d lam``. ``x`` may stack several series, ``(r, n)``, filtered
     together; ``layout``: :func:`track_layout` of ``track`` where the caller has it."""
     x = np.asarray(x, dtype=float)
@@ -96,13 +128,13 @@ def discounted_sums(x: np.ndarray, track: np.ndarray, lam: float, derivative: bo
     if n == 0:
         return (x.copy(), x.copy()) if derivative else x.copy()
     first, age = track_layout(track) if layout is None else layout
-    carry = lfilter([0.0, 1.0], [1.0, -lam], x)  # G_k = lam G_{k-1} + x_{k-1}
+    carry = first_order_sums(x, lam)  # G_k = lam G_{k-1} + x_{k-1}
     pw, dpw = _powers(lam, age)
     decay = pw[age]
     out = carry - decay * carry[..., first]
     if not derivative:
         return out
-    dcarry = lfilter([0.0, 1.0], [1.0, -lam], carry)  # dG_k/dlam = G_{k-1} + lam dG_{k-1}/dlam
+    dcarry = first_order_sums(carry, lam)  # dG_k/dlam = G_{k-1} + lam dG_{k-1}/dlam
     return out, dcarry - dpw[age] * carry[..., first] - decay * dcarry[..., first]
 
 
