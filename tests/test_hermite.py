@@ -182,3 +182,27 @@ def test_h1_seminorm_matrix_is_the_sum_of_kronecker_products(elements, periodic)
     np.testing.assert_allclose(space.add_h1_seminorm(B.copy(), 0.7), B + 0.7 * expected, rtol=0,
                                atol=1e-13 * np.abs(expected).max())
     assert space.h1_seminorm_trace() == pytest.approx(np.trace(expected), rel=1e-13)
+
+
+@pytest.mark.parametrize("periodic", [True, False])
+def test_derivative_along_an_axis_psi_is_constant_along_is_exactly_zero(rng, periodic):
+    """psi embedded constant along axis 0 (a function of axis 1 alone): ``constant_along`` says so (and not for
+    axis 1, nor once one value dof moves), the grid derivative along axis 0 is exactly 0 where the sum-factorised
+    one is rounding noise, and the derivative along axis 1 is unchanged."""
+    kept = HermiteSpace([-1.0], [2.0], [3], periodic)
+    full = HermiteSpace([0.0, -1.0], [1.0, 2.0], [2 if periodic else 1, 3], periodic)
+    coef = embed_constant_axes(rng.normal(size=kept.shape), kept, [1], full)
+    assert full.constant_along(coef) == (True, False)
+    coords = [np.linspace(0.0, 1.0, 7), np.linspace(-1.0, 2.0, 9)]
+    d0 = full.evaluate_grid(coef, coords, (1, 0))
+    assert d0.shape == (7, 9) and not np.any(d0)
+    noise = np.einsum("pi,qj,ij->pq", full.axes[0].matrix(coords[0], 1), full.axes[1].matrix(coords[1], 0), coef)
+    assert np.abs(noise).max() < 1e-12  # what the sum over the basis gives: zero up to rounding
+    d1 = np.einsum("pi,qj,ij->pq", full.axes[0].matrix(coords[0], 0), full.axes[1].matrix(coords[1], 1), coef)
+    np.testing.assert_allclose(full.evaluate_grid(coef, coords, (0, 1)), d1, rtol=1e-12, atol=1e-12)
+    moved = coef.copy()
+    moved[2, 0] += 1e-9  # a value dof of another node along axis 0
+    assert full.constant_along(moved) == (False, False)
+    batch = np.stack([coef, 2.0 * coef, moved])
+    assert full.constant_along(batch[:2], batch=1) == (True, False)
+    assert full.constant_along(batch, batch=1) == (False, False)

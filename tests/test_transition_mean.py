@@ -53,3 +53,36 @@ def test_mean_on_a_periodic_box_uses_the_nearest_image():
     diff = (angle - want + 3.0) % 6.0 - 3.0  # minimal image on the period 6
     assert np.abs(diff).max() < 1e-4
     np.testing.assert_allclose(np.hypot(c, s), np.exp(-0.5 * k**2 * 2 * DT / BETA), rtol=1e-6)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "reflecting"])
+@pytest.mark.parametrize("discretization", ["moment", "nodal", "projection"])
+def test_rows_without_drift_are_the_node_rows(boundary, discretization):
+    """Where grad_s psi is 0 along a state axis every source's row is that of its own node: the factor built
+    from one row per node equals the 1-D kernel of every source's mean (the general path), and the other axis's
+    factor (with drift) is unchanged."""
+    import warnings
+
+    from fpirl.mdp._kernel_1d import _kernel_1d
+
+    grid = _grid(boundary)
+    grad = _gradient(grid)
+    grad[0] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the approximate kernels warn at this sigma / h
+        trans = GaussianTransition(grid, grad, BETA, DT, discretization=discretization)
+        full = GaussianTransition(grid, grad + np.array([1e-300, 0.0])[:, None, None, None], BETA, DT,
+                                  discretization=discretization)
+        mean = np.broadcast_to(grid.coords[0][:, None, None], grid.shape).ravel()
+        want = _kernel_1d(grid.axes[0], mean, trans.sigma, discretization)
+    np.testing.assert_allclose(trans.factors[0], want, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(trans.factors[0], full.factors[0], rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(trans.factors[1], full.factors[1])
+    # means 1e-9 node spacings off the nodes take the general path (the 'moment' width from its table): the rows
+    # move by that much only, so the rows on the nodes (their width solved at theta = 0 alone) are the same kernel
+    h = grid.axes[0].spacing
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        near = GaussianTransition(grid, grad + np.array([-1e-9 * h / DT, 0.0])[:, None, None, None], BETA, DT,
+                                  discretization=discretization)
+    np.testing.assert_allclose(trans.factors[0], near.factors[0], rtol=0, atol=1e-7 * trans.factors[0].max())

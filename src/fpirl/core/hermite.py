@@ -199,12 +199,29 @@ class HermiteSpace:
     def n_coef(self) -> int:
         return int(np.prod(self.shape))
 
+    def constant_along(self, coef: np.ndarray, batch: int = 0) -> tuple[bool, ...]:
+        """Per axis: whether ``psi = sum coef phi`` is exactly constant along it, for every set of coefficients
+        (``batch`` leading axes): every slope dof 0 and every value dof equal to the first node's (for each point
+        of the other axes). The value basis functions sum to 1, so such a ``psi`` has derivative 0 along the axis
+        (in exact arithmetic; summed in floating point the derivative is rounding noise instead)."""
+        c = np.asarray(coef)
+        c = c.reshape(c.shape[:batch] + self.shape)
+        out = []
+        for a, ax in enumerate(self.axes):
+            v = np.moveaxis(c, batch + a, 0).reshape(ax.n_dofs // 2, 2, -1)
+            out.append(bool(not np.any(v[:, 1]) and np.all(v[:, 0] == v[:1, 0])))
+        return tuple(out)
+
     # --- evaluation ---------------------------------------------------------------------
     def evaluate_grid(self, coef: np.ndarray, coords: Sequence[np.ndarray], deriv: Sequence[int] | None = None) -> np.ndarray:
-        """``d^deriv psi`` on the tensor grid ``coords`` (one 1-D array per axis), by sum factorisation."""
+        """``d^deriv psi`` on the tensor grid ``coords`` (one 1-D array per axis), by sum factorisation; exactly 0
+        where it differentiates along an axis ``psi`` is constant along (:meth:`constant_along`)."""
         deriv = (0,) * self.ndim if deriv is None else tuple(deriv)
+        coef = np.asarray(coef).reshape(self.shape)
+        if any(deriv) and any(k and const for k, const in zip(deriv, self.constant_along(coef))):
+            return np.zeros(tuple(np.size(c) for c in coords))
         mats = [ax.matrix(c, k) for ax, c, k in zip(self.axes, coords, deriv)]
-        return apply_along_axes(np.asarray(coef).reshape(self.shape), mats)
+        return apply_along_axes(coef, mats)
 
     def gradient_grid(self, coef: np.ndarray, coords: Sequence[np.ndarray], axes: Sequence[int] | None = None) -> np.ndarray:
         """Partial derivatives along ``axes`` (default all) on a tensor grid, shape ``(len(axes), *grid)``."""

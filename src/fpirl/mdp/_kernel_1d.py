@@ -127,14 +127,19 @@ def _moment_tau2(theta: np.ndarray, sigma: float, h: float, table: int = 257) ->
     at ``tau = 0``. ``tau^2`` is solved by bisection on a table of ``theta in [0, 1/2]`` (the
     problem is symmetric) and interpolated; where ``sigma^2 < h^2 theta (1 - theta)`` it is 0.
     257 table points keep the kernel's variance within 1e-5 relative of its target (2,049: 1e-7, at
-    eight times the cost; the default kernel is rebuilt for every posterior draw of the bands).
+    eight times the cost; the default kernel is rebuilt for every posterior draw of the bands). When every
+    position is a node (within :data:`ON_NODE`: one row per node, :class:`fpirl.mdp.transition.GaussianTransition`
+    without drift along the axis) only the table's first entry is solved (its value at ``theta = 0``).
     """
     if sigma * sigma - h * h / 6.0 >= 4.0 * h * h:
         # tau >= 2 h: E[(X - x_l)(x_r - X)] = h^2/6 up to (h^2/pi^2) exp(-2 pi^2 tau^2/h^2) < 1e-34 h^2
         return np.full(np.shape(theta), sigma * sigma - h * h / 6.0)
-    grid, tau2 = _tau2_table(float(sigma), float(h), int(table))
     t = np.mod(theta, 1.0)
-    return np.interp(np.minimum(t, 1.0 - t), grid, tau2)
+    t = np.minimum(t, 1.0 - t)
+    if t.size and float(t.max()) <= ON_NODE:  # every mean on a node: the table's first entry alone
+        return np.full(t.shape, _tau2_on_node(float(sigma), float(h)))
+    grid, tau2 = _tau2_table(float(sigma), float(h), int(table))
+    return np.interp(t, grid, tau2)
 
 
 #: Bisection steps of :func:`_tau2_table`: ``tau^2`` to ``2^-40`` of ``sigma^2``. Against 60 steps the kernel's
@@ -149,17 +154,34 @@ def _tau2_table(sigma: float, h: float, table: int) -> tuple[np.ndarray, np.ndar
     """The bisection table of :func:`_moment_tau2` (depends on ``sigma`` and ``h`` only: computed once
     for all posterior draws of the bands that share beta)."""
     grid = np.linspace(0.0, 0.5, table)
-    lo, hi = np.zeros(table), np.full(table, sigma * sigma)
-    for _ in range(TAU2_BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        above = _projection_variance(grid, mid, h) > sigma * sigma
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
-    tau2 = 0.5 * (lo + hi)
-    tau2[h * h * grid * (1.0 - grid) >= sigma * sigma] = 0.0
+    tau2 = _tau2_at(grid, sigma, h)
     grid.flags.writeable = False
     tau2.flags.writeable = False
     return grid, tau2
+
+
+#: Cell positions ``theta`` (in node spacings) within this of a node count as on the node (:func:`_moment_tau2`).
+ON_NODE = 1e-12
+
+
+@functools.lru_cache(maxsize=32)
+def _tau2_on_node(sigma: float, h: float) -> float:
+    """``tau^2`` of :func:`_moment_tau2` at ``theta = 0`` (the first entry of :func:`_tau2_table`, solved alone)."""
+    return float(_tau2_at(np.zeros(1), sigma, h)[0])
+
+
+def _tau2_at(t: np.ndarray, sigma: float, h: float) -> np.ndarray:
+    """``tau^2`` of :func:`_moment_tau2` at the cell positions ``t`` (in ``[0, 1/2]``) by bisection."""
+    t = np.asarray(t, dtype=float)
+    lo, hi = np.zeros(t.shape), np.full(t.shape, sigma * sigma)
+    for _ in range(TAU2_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        above = _projection_variance(t, mid, h) > sigma * sigma
+        hi = np.where(above, mid, hi)
+        lo = np.where(above, lo, mid)
+    tau2 = 0.5 * (lo + hi)
+    tau2[h * h * t * (1.0 - t) >= sigma * sigma] = 0.0
+    return tau2
 
 
 def _outer_sum(left: np.ndarray, right: np.ndarray) -> np.ndarray:

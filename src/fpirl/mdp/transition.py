@@ -66,7 +66,9 @@ class GaussianTransition:
     ('projection'), where their moments are off by more than about 1%.
 
     Storage is separable: ``factors[k]`` has shape ``(grid.size, n_nodes of state axis k)``, rows
-    indexed by the joint source node ``(s, a)`` in C order of ``grid.shape``.
+    indexed by the joint source node ``(s, a)`` in C order of ``grid.shape``. Where ``grad_s psi`` is 0
+    along state axis ``k`` at every node (psi constant along it: a track fit's psi of the velocities alone),
+    every mean is its own node's, so that factor's rows are computed once per node and gathered.
 
     Parameters
     ----------
@@ -110,8 +112,13 @@ class GaussianTransition:
         self.factors = []
         for k, i in enumerate(grid.state_axes):
             axis = grid.axes[i]
-            coord = axis.nodes.reshape([-1 if j == i else 1 for j in range(grid.ndim)])
-            mean = np.broadcast_to(coord - grad[k] * self.dt, grid.shape).ravel()
+            shape_i = [-1 if j == i else 1 for j in range(grid.ndim)]
+            if not np.any(grad[k]):  # no drift along this axis: every source's mean is its own node, so its row is
+                # that node's row (one row per node, gathered; e.g. psi constant along the positions of tracks)
+                node = np.broadcast_to(np.arange(axis.n_nodes).reshape(shape_i), grid.shape).ravel()
+                self.factors.append(_kernel_1d(axis, axis.nodes, self.sigma, discretization, self.tabulated)[node])
+                continue
+            mean = np.broadcast_to(axis.nodes.reshape(shape_i) - grad[k] * self.dt, grid.shape).ravel()
             self.factors.append(_kernel_1d(axis, mean, self.sigma, discretization, self.tabulated))
         self._w_joint = grid.node_weights()
         self._w_state = _state_weights(grid)

@@ -51,6 +51,10 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
     # the collocation matrices of psi and its first derivatives, built once for all draws
     values = [ax.matrix(c, 0) for ax, c in zip(h.axes, grid.coords)]
     slopes = [ax.matrix(c, 1) for ax, c in zip(h.axes, grid.coords)]
+    # axes every draw is constant along (those of the mean and of all draws: e.g. a track fit's psi of the velocities
+    # alone): their derivative is exactly 0, and the transition's rows there are one per node (fpirl.mdp.transition)
+    flat = np.asarray(draws)[:, :n]
+    constant = h.constant_along(flat, batch=1)
 
     def one(s):
         g = draws[s][n]
@@ -59,7 +63,8 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
             return
         coef = draws[s][:n].reshape(h.shape)
         psi = apply_along_axes(coef, values)
-        grad = np.stack([apply_along_axes(coef, [slopes[b] if b == a else m for b, m in enumerate(values)])
+        grad = np.stack([np.zeros(grid.shape) if constant[a] else
+                         apply_along_axes(coef, [slopes[b] if b == a else m for b, m in enumerate(values)])
                          for a in grid.state_axes])
         mdp = recover_mdp(grid, psi, grad, 1.0 / g, dt, disc, reward=reward_convention, tabulated=True)
         policy[s], reward[s] = mdp.policy, mdp.reward
