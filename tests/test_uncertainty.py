@@ -283,3 +283,14 @@ def test_posterior_of_a_fit_constant_along_undriven_axes():
     boot = estimate_uncertainty(est, "bootstrap", tracks, n_replicates=3, n_jobs=1)
     bstd = boot.potential_std(est.grid_.coords)
     assert np.all(bstd > 0) and np.ptp(bstd, axis=0).max() < 1e-10 * bstd.max()
+    # the bands see it from the mean and factor: no drift along the state axis, one transition row per node; the
+    # same bands (to rounding) as the general path, which forms every source's row from its own mean
+    h = est.hermite_
+    assert h.constant_along(np.vstack([post.mean[None], post.factor[:-1].T]), batch=1) == (True, False)
+    for p in (post, boot):
+        fast = credible_bands(p, est.grid_, tracks.dt, n_samples=8, rng=2)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(type(h), "constant_along", lambda self, coef, batch=0: (False,) * self.ndim)
+            slow = credible_bands(p, est.grid_, tracks.dt, n_samples=8, rng=2)
+        for key in fast:
+            np.testing.assert_allclose(fast[key], slow[key], rtol=1e-9, atol=1e-12 * np.abs(slow[key]).max())

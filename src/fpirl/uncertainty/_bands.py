@@ -51,10 +51,11 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
     # the collocation matrices of psi and its first derivatives, built once for all draws
     values = [ax.matrix(c, 0) for ax, c in zip(h.axes, grid.coords)]
     slopes = [ax.matrix(c, 1) for ax, c in zip(h.axes, grid.coords)]
-    # axes every draw is constant along (those of the mean and of all draws: e.g. a track fit's psi of the velocities
-    # alone): their derivative is exactly 0, and the transition's rows there are one per node (fpirl.mdp.transition)
-    flat = np.asarray(draws)[:, :n]
-    constant = h.constant_along(flat, batch=1)
+    # axes every draw is constant along, those the mean, every column of the factor (and every stored sample) are,
+    # e.g. a track fit's psi of the velocities alone: the draws' derivative there is exactly 0, and the transition's
+    # rows there are one per node (fpirl.mdp.transition). Not read from the drawn sums, which may round differently
+    parts = [np.asarray(post.mean, float).reshape(1, n), post.factor[:n].T]
+    constant = h.constant_along(np.vstack(parts + ([] if post.samples is None else [post.samples[:, :n]])), batch=1)
 
     def one(s):
         g = draws[s][n]
