@@ -54,8 +54,12 @@ def credible_bands(post, grid, dt: float, gamma: float | None = None, n_samples:
     # axes every draw is constant along, those the mean, every column of the factor (and every stored sample) are,
     # e.g. a track fit's psi of the velocities alone: the draws' derivative there is exactly 0, and the transition's
     # rows there are one per node (fpirl.mdp.transition). Not read from the drawn sums, which may round differently
-    parts = [np.asarray(post.mean, float).reshape(1, n), post.factor[:n].T]
-    constant = h.constant_along(np.vstack(parts + ([] if post.samples is None else [post.samples[:, :n]])), batch=1)
+    # (any object with ``hermite`` and ``sample`` serves: without a mean and factor, the draws themselves are read)
+    mean, factor, samples = (getattr(post, k, None) for k in ("mean", "factor", "samples"))
+    parts = ([np.asarray(draws)[:, :n]] if mean is None or factor is None else
+             [np.asarray(mean, float).reshape(1, n), np.asarray(factor)[:n].T]
+             + ([] if samples is None else [np.asarray(samples)[:, :n]]))
+    constant = h.constant_along(np.vstack(parts), batch=1)
 
     def one(s):
         g = draws[s][n]
