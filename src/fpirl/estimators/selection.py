@@ -158,7 +158,7 @@ def cross_validate(lower, upper, periodic, points, velocity, drift_axes, fold_of
         totals.append(total)
         jobs = [(f, j) for f in range(len(systems)) for j in range(len(ridges))]
 
-        def run(part, systems=systems, total=total, P=P, m=m, i=i):
+        def run(part):  # called below within this candidate's iteration (no late binding)
             fold, train = None, None
             for f, j in part:
                 if f != fold:  # the training system of this fold (once per fold and thread)

@@ -145,12 +145,19 @@ def _discounted_counts(m: int, lam: float, age: np.ndarray) -> tuple[np.ndarray,
     return m * np.r_[0.0, np.cumsum(pw)[:-1]], m * np.r_[0.0, np.cumsum(dpw)[:-1]]
 
 
-def _student_log_pdf(w, n, b, c, m, norm=None):
+def _per_place(nu: float, m: int, lam: float, age: np.ndarray) -> tuple[np.ndarray, ...]:
+    """What the predictive needs per place ``a`` in a track (tables that rows gather by ``age``): the degrees of
+    freedom ``n = nu + N``, ``gammaln((n + m)/2) - gammaln(n/2)``, ``(digamma((n + m)/2) - digamma(n/2)) / 2``
+    and ``dN/dlam``."""
+    N, dN = _discounted_counts(m, lam, age)
+    n = nu + N
+    return (n, gammaln(0.5 * (n + m)) - gammaln(0.5 * n), 0.5 * (digamma(0.5 * (n + m)) - digamma(0.5 * n)), dN)
+
+
+def _student_log_pdf(w, n, b, c, m, norm):
     """``log p`` of an ``m``-variate Student t residual with ``n`` degrees of freedom, squared norm ``c w``
     and scale ``b c / n`` per axis (the predictive of the module doc, ``n = nu + N``, ``b = nu + S``);
-    ``norm``: ``gammaln((n + m) / 2) - gammaln(n / 2)`` where the caller has it."""
-    if norm is None:
-        norm = gammaln(0.5 * (n + m)) - gammaln(0.5 * n)
+    ``norm = gammaln((n + m) / 2) - gammaln(n / 2)`` (:func:`_per_place`)."""
     return norm - 0.5 * m * np.log(np.pi * b * c) - 0.5 * (n + m) * np.log1p(w / b)
 
 
@@ -164,18 +171,15 @@ def _loglik_and_gradient(u, m, track, p, layout=None):
     age = layout[1]
     w = u / c
     S, dS = discounted_sums(w, track, lam, derivative=True, layout=layout)
-    Nt, dNt = _discounted_counts(m, lam, age)
-    nt = nu + Nt
-    norm = (gammaln(0.5 * (nt + m)) - gammaln(0.5 * nt))[age]
-    psi_n = (0.5 * (digamma(0.5 * (nt + m)) - digamma(0.5 * nt)))[age]
-    n, b = nt[age], nu + S
+    n, norm, psi_n, dN = (t[age] for t in _per_place(nu, m, lam, age))
+    b = nu + S
     ll = _student_log_pdf(w, n, b, c, m, norm)
     d_n = psi_n - 0.5 * np.log1p(w / b)
     d_b = -0.5 * m / b + 0.5 * (n + m) * w / (b * (b + w))
     d_w = -0.5 * (n + m) / (b + w)
     grad = np.array([nu * np.mean(d_n + d_b),  # d/d log nu: n and b both move with nu
                      np.mean(-S * d_b - w * d_w) - 0.5 * m,  # d/d log c: w and S scale as 1/c
-                     np.mean(d_b * dS + d_n * dNt[age])])
+                     np.mean(d_b * dS + d_n * dN)])
     return float(np.mean(ll)), grad
 
 
@@ -194,8 +198,8 @@ class TrackNoise:
         w = u / self.scale
         lam = float(self.forgetting)
         layout = track_layout(track)
-        N = _discounted_counts(m, lam, layout[1])[0][layout[1]]
-        return _student_log_pdf(w, self.nu + N, self.nu + discounted_sums(w, track, lam, layout=layout), self.scale, m)
+        n, norm = (t[layout[1]] for t in _per_place(self.nu, m, lam, layout[1])[:2])
+        return _student_log_pdf(w, n, self.nu + discounted_sums(w, track, lam, layout=layout), self.scale, m, norm)
 
     def draw(self, state, m: int, rng):
         """Standardised residuals ``z`` (``(n, m)``) for ``n`` tracks from the predictive given ``state``
