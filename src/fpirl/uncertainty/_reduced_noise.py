@@ -188,19 +188,29 @@ class ReducedNoise:
     def from_normals(self, xi: np.ndarray, eta: np.ndarray | None = None) -> np.ndarray:
         """``y`` from given standard normals ``xi`` ``(S, n, L)`` and ``eta`` ``(S, K + 1)`` (the sampler is
         linear in them: the tests read its covariance off unit vectors)."""
-        return self._from_normals(np.ascontiguousarray(xi.transpose(1, 2, 0)), eta)
+        xt = np.ascontiguousarray(xi.transpose(1, 2, 0))
+        return self._from_normals(lambda sl: xt[sl], xt.shape[-1], xt.dtype != np.float64, eta)
 
-    def _from_normals(self, xt: np.ndarray, eta: np.ndarray | None) -> np.ndarray:
-        """:meth:`from_normals` with ``xi`` in the layout ``(n, L, S)`` (per node one small GEMM)."""
-        S = xt.shape[-1]
-        single = xt.dtype != np.float64
+    def _from_normals(self, normals, S: int, single: bool, eta: np.ndarray | None) -> np.ndarray:
+        """:meth:`from_normals` with the normals of the nodes ``sl`` given as ``normals(sl)`` in the layout
+        ``(len(sl), L, S)`` (per node one small GEMM): the per-node maps act on the two halves of the nodes on
+        two threads (one BLAS thread each), each half's normals made there."""
         root, pinv, P_modes, S2w_modes = self._single() if single else (
             self.root, self.pinv, getattr(self, "P_modes", None), getattr(self, "S2w_modes", None))
-        y = np.matmul(root, xt)  # (n, L, S)
-        y = np.ascontiguousarray(y.transpose(2, 1, 0))  # (S, L, n)
+        y = np.empty((S, self.L, self.n), np.float32 if single else float)  # (S, L, n)
+
+        def half(sl):
+            xs = normals(sl)
+            y[:, :, sl] = np.matmul(root[sl] if root.shape[0] > 1 else root, xs).transpose(2, 1, 0)
+            if not self.normalize:
+                return None
+            beta = np.matmul(pinv[sl] if pinv.shape[0] > 1 else pinv, xs)  # (len(sl), L, S)
+            return S2w_modes[1][:, sl] @ beta.reshape(-1, self.L * S)  # this half's part of the node sum
+
+        with one_blas_thread():
+            parts = halves(half, self.n)
         if self.normalize:
-            beta = np.matmul(pinv, xt)  # (n, L, S)
-            t = S2w_modes[0] @ (S2w_modes[1] @ beta.reshape(self.n, self.L * S))  # (K+1, L S)
+            t = S2w_modes[0] @ (parts[0] + parts[1])  # (K+1, L S)
             c = np.einsum("ik,kis->sk", self.X, t.reshape(self.K1, self.L, S)) + eta @ self.croot.T
             # X (p_j * c), p through its POD modes (in the precision of the normals: no double temporaries)
             y -= np.matmul(((self.X[None] * c[:, None, :]) @ self.P_modes[0]).astype(y.dtype), P_modes[1])
@@ -219,9 +229,14 @@ class ReducedNoise:
     def sample(self, rng, n_draws: int) -> np.ndarray:
         """``n_draws`` draws of ``y``, shape ``(n_draws, L, *grid)`` (the per-node normals and their
         per-node map in single precision: rounding about ``1e-7``, the Monte Carlo error ``1 / sqrt(S)``)."""
-        xt = rng.standard_normal((self.n, self.L, n_draws), dtype=np.float32)
+        # the two halves of the nodes draw from two generators seeded here (made on two threads)
+        halves_rng = [np.random.default_rng(int(s)) for s in rng.integers(2**63, size=2)]
         eta = rng.standard_normal((n_draws, self.K1)) if self.normalize else None
-        return self._from_normals(xt, eta).reshape((n_draws, self.L) + self.grid_shape)
+
+        def normals(sl):
+            return halves_rng[int(sl.start > 0)].standard_normal((sl.stop - sl.start, self.L, n_draws), dtype=np.float32)
+
+        return self._from_normals(normals, n_draws, True, eta).reshape((n_draws, self.L) + self.grid_shape)
 
 
 def _noise(block, carry, model, normalize, grid, rng, overlap: int = 1):
