@@ -301,15 +301,18 @@ def _table_rows(rows: np.ndarray, slope: np.ndarray, v: np.ndarray, n_nodes: int
     i = np.minimum(pos.astype(np.int64), _TABLE_STEPS - 1)  # pos >= 0: the cast floors
     frac = (pos - i)[:, None]
     shift = (-k0.astype(np.int64)) % per  # node j <-> table column (j - k0) mod per
-    win = np.lib.stride_tricks.sliding_window_view
-    at, slopes = win(rows, n_nodes, axis=1), win(slope, n_nodes, axis=1)
+    # a window is n_nodes consecutive entries of the flat (C-ordered) table from i * 2 per + shift: flat gathers
+    # (np.take), about 1.6x faster than fancy indexing of the windows' strided view (the same values)
+    base = i * rows.shape[1] + shift
+    flat_rows, flat_slope, cols = rows.ravel(), slope.ravel(), np.arange(n_nodes)
     out = np.empty((v.size, n_nodes))
     block = max(256, 32768 // n_nodes)  # rows per block: the temporaries stay in cache (2x faster)
     for start in range(0, v.size, block):
         b = slice(start, start + block)
-        row = slopes[i[b], shift[b]]
+        idx = base[b, None] + cols
+        row = flat_slope.take(idx)
         row *= frac[b]
-        row += at[i[b], shift[b]]
+        row += flat_rows.take(idx)
         out[b] = row
     return out
 
