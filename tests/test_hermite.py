@@ -181,6 +181,13 @@ def test_h1_seminorm_matrix_is_the_sum_of_kronecker_products(elements, periodic)
     B = np.arange(expected.size, dtype=float).reshape(expected.shape) / expected.size
     np.testing.assert_allclose(space.add_h1_seminorm(B.copy(), 0.7), B + 0.7 * expected, rtol=0,
                                atol=1e-13 * np.abs(expected).max())
+    # from a source matrix into fresh memory, with a rank-one term: the same values as the three passes
+    v = np.linspace(-1.0, 2.0, space.n_coef)
+    three = space.add_h1_seminorm(B.copy(), 0.7)
+    three += 0.3 * np.outer(v, v)
+    fused = space.add_h1_seminorm(np.full_like(B, np.nan), 0.7, src=B, rank_one=(0.3, v))
+    np.testing.assert_array_equal(fused, three)
+    np.testing.assert_allclose(fused, B + 0.7 * expected + 0.3 * np.outer(v, v), rtol=0, atol=1e-13 * np.abs(expected).max())
     assert space.h1_seminorm_trace() == pytest.approx(np.trace(expected), rel=1e-13)
 
 

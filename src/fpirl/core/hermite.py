@@ -309,19 +309,38 @@ class HermiteSpace:
         (:meth:`add_h1_seminorm` into zeros)."""
         return self.add_h1_seminorm(np.zeros((self.n_coef, self.n_coef)))
 
-    def add_h1_seminorm(self, out: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    def add_h1_seminorm(self, out: np.ndarray, scale: float = 1.0, *, src: np.ndarray | None = None,
+                        rank_one: tuple[float, np.ndarray] | None = None) -> np.ndarray:
         """``out += scale * P`` in place for ``P`` = :meth:`h1_seminorm_matrix`, without forming ``P`` (one pass
         over ``out`` by row blocks; the same rounding as ``P * scale + out``). Returns ``out``.
+
+        With ``src``, ``out = src + scale * P`` instead (``out`` may be uninitialised: the copy is part of the same
+        pass); with ``rank_one = (c, v)``, ``+ c v v^T`` as well, row by row after ``P`` (as
+        ``out[rows] += c * np.outer(v[rows], v)``): the penalised normal matrix ``A + lam P + c m m^T`` of the
+        estimators in one pass over memory instead of three.
 
         Over the leading axes ``S = sum_a kron_b (G1 if b == a else G0)`` and ``T = kron_b G0``; one axis
         more: ``S <- kron(S, G0_b) + kron(T, G1_b)``, ``T <- kron(T, G0_b)``; the last axis's two Kronecker
         products are formed by broadcasting, a block of rows at a time (no full-size temporaries).
-        ``out``: a C-contiguous ``(n_coef, n_coef)`` float array.
+        ``out`` (and ``src``): C-contiguous ``(n_coef, n_coef)`` float arrays.
         """
-        if not (out.flags.c_contiguous and out.shape == (self.n_coef, self.n_coef)):
-            raise ValueError(f"add_h1_seminorm needs a C-contiguous ({self.n_coef}, {self.n_coef}) array")
+        shape = (self.n_coef, self.n_coef)
+        src = None if src is None else np.ascontiguousarray(src, dtype=float)
+        for name, arr in (("out", out), ("src", src)):
+            if arr is not None and not (arr.flags.c_contiguous and arr.shape == shape):
+                raise ValueError(f"add_h1_seminorm needs a C-contiguous {shape} array as {name}")
+
+        def finish(rows, block):  # out[rows] = (src or out)[rows] + block (+ the rank-one rows)
+            if src is None:
+                out[rows] += block
+            else:
+                np.add(src[rows], block, out=out[rows])
+            if rank_one is not None:
+                c, v = rank_one
+                out[rows] += c * np.outer(v[rows], v)
+
         if self.ndim == 1:
-            out += self.axes[0].gram(1) * scale
+            finish(slice(None), self.axes[0].gram(1) * scale)
             return out
         g0 = [ax.gram(0) for ax in self.axes]
         g1 = [ax.gram(1) for ax in self.axes]
@@ -331,13 +350,12 @@ class HermiteSpace:
             S += np.kron(T, g1[b])
             T = np.kron(T, g0[b])
         n, k = S.shape[0], g0[-1].shape[0]
-        out4 = out.reshape(n, k, n, k)
         step = max(1, 2**18 // (n * k * k))  # rows of S per block: about 2 MB of temporaries
         for i in range(0, n, step):
             block = S[i : i + step, None, :, None] * g0[-1][None, :, None, :]
             block += T[i : i + step, None, :, None] * g1[-1][None, :, None, :]
             block *= scale
-            out4[i : i + step] += block
+            finish(slice(i * k, min(n, i + step) * k), block.reshape(-1, n * k))
         return out
 
     def h1_seminorm_trace(self) -> float:

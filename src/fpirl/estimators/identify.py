@@ -313,9 +313,8 @@ class PotentialEstimator(HermiteCVMixin, FittedPotentialMixin):
             """``theta, gamma, schur``; one Cholesky factorisation of ``M = A + lam P + scale m m^T``
             serves both right-hand sides of the bordered system (Schur complement for ``1/beta``);
             ``fixed``: ``1/beta`` given (from the block-averaged data)."""
-            M = hermite.add_h1_seminorm(A.copy(), lam)  # A + lam P, P never formed (fresh memory is costly)
-            for i in range(0, M.shape[0], 256):  # + scale m m^T by row blocks (no full-size temporaries)
-                M[i : i + 256] += scale * np.outer(m[i : i + 256], m)
+            # A + lam P + scale m m^T in one pass by row blocks (P never formed: fresh memory is costly)
+            M = hermite.add_h1_seminorm(np.empty_like(A), lam, src=A, rank_one=(scale, m))
             if not self.estimate_beta or fixed is not None:
                 gamma = 1.0 / params["beta"] if fixed is None else fixed
                 keep = {}

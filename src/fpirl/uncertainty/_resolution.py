@@ -236,7 +236,7 @@ def raw_state(inner) -> np.ndarray:
     else:
         A = inner.normal_equations_.xtx
         m = h.mean_functional().ravel()
-        M = h.add_h1_seminorm(A.copy(), inner.penalty_) + (np.trace(A) / A.shape[0]) * np.outer(m, m)
+        M = h.add_h1_seminorm(np.empty_like(A), inner.penalty_, src=A, rank_one=(np.trace(A) / A.shape[0], m))
         d = solve_spd(M, rhs, overwrite=True)
     theta = h.remove_mean(np.asarray(inner.coef_, dtype=float).ravel() - d)
     return np.append(np.asarray(theta, dtype=float).ravel(), gamma)
