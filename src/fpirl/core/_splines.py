@@ -30,8 +30,9 @@ from .grid import wrap_into
 
 
 def _hermite_rows(nodes: np.ndarray, h: np.ndarray, x: np.ndarray, cell: np.ndarray, D: np.ndarray) -> np.ndarray:
-    """``R (len(x), m)`` of the Hermite form (module doc): the values' and slopes' weights of the cell of each
-    point; ``cell`` the interval index, ``nodes[cell + 1]`` taken cyclically (periodic) by the caller's ``D``."""
+    """``R (len(x), m)`` of the Hermite form (module doc): each point's weights on the values and (through the
+    slopes ``D``, ``m x m``) on the slopes at the two ends of its interval ``cell``; the right end is node
+    ``(cell + 1) mod m`` (node 0 for the closing interval of a periodic axis)."""
     m = D.shape[0]
     hc = h[cell]
     t = (x - nodes[cell]) / hc

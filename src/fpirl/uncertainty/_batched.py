@@ -40,8 +40,7 @@ import itertools
 import numpy as np
 
 from ..core._tensor import apply_along_axes, apply_along_axis
-from ..core._threads import halves, one_blas_thread
-from ..core._threads import threaded
+from ..core._threads import halves, one_blas_thread, threaded
 from ..weakform.assembly import time_pairs
 from tqdm.auto import tqdm
 
