@@ -36,6 +36,7 @@ def test_rotation_at_known_strength(eps):
     assert check.fraction_ == pytest.approx(truth, abs=0.04)
     lo, hi = check.interval_
     assert lo - 0.02 < truth < hi + 0.02
+    assert lo <= check.fraction_ <= hi  # the interval is the replicates' shifted by their median bias
     assert check.violated_ == (lo > check.threshold)
     if eps == 2.0:
         assert check.violated_  # half of the drift energy is clearly not a gradient

@@ -107,6 +107,29 @@ def test_readme_simulated_tracks_within_the_data_bands(readme_fit, cli):
     assert summary["msd"]["inside_band"] < 0.2 and summary["msd"]["discrepancy"] > 3
 
 
+def test_compare_a_strided_fit_reads_the_data_thinned_and_the_simulation_as_written(readme_fit, cli, tmp_path):
+    """A fit with --stride 2 simulates at the thinned step 2 dt: `compare --result` thins the data by the stride and
+    reads the simulated table as written (it was thinned twice, and refused: dt 0.008 against 0.004); without
+    --result the step mismatch is an error that points to --result."""
+    d = readme_fit
+    fit = cli("fit", d / "tracks.csv", "-o", tmp_path / "r2.nc", "--track", "agent", "--time", "t", "--state", "s",
+              "--action", "a", "--boundary", "periodic", "--bounds", "-1:1,-1:1", "--hermite-elements", "2",
+              "--ridge", "0.01", "--uncertainty", "none", "--stride", "2")
+    assert fit.returncode == 0, fit.stderr
+    sim = cli("simulate", tmp_path / "r2.nc", "--tracks", 100, "--steps", 40, "--from", d / "tracks.csv", "-o",
+              tmp_path / "s2.csv")
+    assert sim.returncode == 0, sim.stderr
+    assert np.diff(pd.read_csv(tmp_path / "s2.csv").query("agent == 0")["t"].to_numpy()) == pytest.approx(0.004)
+    proc = cli("compare", d / "tracks.csv", tmp_path / "s2.csv", "--result", tmp_path / "r2.nc", "-o",
+               tmp_path / "c2.png", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tracks"] == {"observed": 150, "simulated": 100}
+    cli.assert_input_error(cli("compare", d / "tracks.csv", tmp_path / "s2.csv", "--track", "agent", "--time", "t",
+                               "--state", "s", "-o", tmp_path / "c3.png"), "pass --result")
+    cli.assert_input_error(cli("compare", tmp_path / "r2.nc", tmp_path / "s2.csv", "-o", tmp_path / "c4.png"),
+                           "tracks are compared with tracks")
+
+
 def test_simulate_tracks_errors(readme_fit, cli, tmp_path):
     d = readme_fit
     cli.assert_input_error(cli("simulate", d / "r.nc", "--tracks", 3, "--steps", 5, "-o", tmp_path / "s.nc"), ".csv")

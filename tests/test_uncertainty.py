@@ -294,3 +294,43 @@ def test_posterior_of_a_fit_constant_along_undriven_axes():
             slow = credible_bands(p, est.grid_, tracks.dt, n_samples=8, rng=2)
         for key in fast:
             np.testing.assert_allclose(fast[key], slow[key], rtol=1e-9, atol=1e-12 * np.abs(slow[key]).max())
+
+
+def test_points_outside_bands_share_and_warning():
+    """The share of nodes (with data, where the support is given) whose point estimate leaves its band, and a
+    warning above BAND_MISS_WARNING that names the posterior's width on the scale 1/beta."""
+    import types
+    import warnings
+
+    import xarray as xr
+
+    from fpirl.uncertainty import points_outside_bands
+    from fpirl.uncertainty._bands import BAND_MISS_WARNING
+
+    shape = (4, 5)
+    point = np.zeros(shape)
+    lower, upper = -np.ones(shape), np.ones(shape)
+    mdp = types.SimpleNamespace(policy=point, reward=point.copy(), beta=10.0)
+    da = lambda v: xr.DataArray(v, dims=("s", "a"))  # noqa: E731
+    extra = {"policy_lower": da(lower), "policy_upper": da(upper), "reward_lower": da(lower),
+             "reward_upper": da(upper), "potential_std": da(np.full(shape, 0.3))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert points_outside_bands(mdp, extra) == {"policy_outside_band": 0.0, "reward_outside_band": 0.0}
+    # the reward above its band on the first two rows (10 of 20 nodes); the support: the first three rows (15)
+    mdp.reward[:2] = 2.0
+    support = np.zeros(shape, np.int8)
+    support[:3] = 1
+    with pytest.warns(UserWarning, match=r"reward's point estimate lies outside its 90% band at 67% of the nodes "
+                                         r"with data.*beta x psi's posterior std: 3 "):
+        out = points_outside_bands(mdp, {**extra, "data_support": da(support)})
+    assert out["reward_outside_band"] == pytest.approx(10 / 15) and out["policy_outside_band"] == 0.0
+    # without a support every node counts: 10 of 20 = 50% > BAND_MISS_WARNING; at the threshold no warning
+    with pytest.warns(UserWarning, match="at 50% of the nodes:"):
+        assert points_outside_bands(mdp, extra)["reward_outside_band"] == pytest.approx(0.5)
+    mdp.reward[:] = 0.0
+    mdp.reward.flat[: int(BAND_MISS_WARNING * point.size)] = 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert points_outside_bands(mdp, extra)["reward_outside_band"] == pytest.approx(BAND_MISS_WARNING)
+    assert points_outside_bands(None, extra) == {}

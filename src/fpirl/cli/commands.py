@@ -134,6 +134,9 @@ def cmd_compare(args) -> int:
 
     if is_table(args.data):
         return cmd_compare_tracks(args)
+    if is_table(args.simulation):  # a track simulation against a density file
+        raise FpirlInputError(f"{args.simulation!r} is a trajectory table and {args.data!r} is not: tracks are "
+                              "compared with tracks, e.g. fpirl compare TRACKS.csv SIM.csv --result RESULT.nc")
 
     fig = Path(args.output) if args.output else Path(args.simulation).with_name(Path(args.simulation).stem + "_kl.png")
     check_figure_path(fig, inputs=(args.data, args.simulation))

@@ -226,6 +226,9 @@ def _fit_density(args, out) -> int:
     if args.uncertainty != "none":
         extra.update(uncertainty_extra(est, post, snapshots.dt, gamma, args.uncertainty_samples,
                                        progress=_progress(args), reward_convention=args.reward))
+        from ..uncertainty import points_outside_bands
+
+        extra.update(points_outside_bands(mdp, extra))  # (a warning where the point leaves its band)
     ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     print(
@@ -331,6 +334,10 @@ def _fit_table(args, out) -> int:
     extra.update(_fit_uncertainty(est, args.uncertainty, tracks, tracks.dt, gamma, n_samples=args.uncertainty_samples,
                                  scheduler=args.scheduler, n_jobs=os.cpu_count(), progress=_progress(args),
                                  reward_convention=args.reward))
+    if args.uncertainty != "none":
+        from ..uncertainty import points_outside_bands
+
+        extra.update(points_outside_bands(mdp, extra))  # (a warning where the point leaves its band)
     ds = result_dataset(est, mdp=mdp, dt=tracks.dt, gamma=gamma, extra=extra)
     write_result(out, ds)
     import numpy as np

@@ -16,11 +16,12 @@ def is_table(path) -> bool:
     return Path(str(path)).suffix.lower() in TABLE_SUFFIXES
 
 
-def read_with_result(ds, path, states_only: bool = False, args=None, single: bool = False):
+def read_with_result(ds, path, states_only: bool = False, args=None, single: bool = False, thin: bool = True):
     """Read a table with the columns, stride (and periodic box) of a result fitted on a table; the
     columns given in ``args`` (``--track --time --state --action``) take precedence. Every row is
     kept: positions outside a periodic box are wrapped into it (minimal image). ``single``: tracks
-    of one observation are enough (start points)."""
+    of one observation are enough (start points). ``thin=False``: the result's stride is not applied (a table
+    written by ``fpirl simulate``, already at the fitted time step)."""
     from ..io.netcdf import grid_from_dataset
     from ..tracks.reading import read_tracks
     from ..workflows import result_table_columns
@@ -37,7 +38,7 @@ def read_with_result(ds, path, states_only: bool = False, args=None, single: boo
         keep = list(grid.state_axes) if action is None else range(grid.ndim)
         bounds = [(grid.lower[i], grid.upper[i]) for i in keep]
     return read_tracks(path, track=cols["track"], time=cols["time"], state=cols["state"], action=action,
-                       boundary=boundary, bounds=bounds, stride=cols["stride"],
+                       boundary=boundary, bounds=bounds, stride=cols["stride"] if thin else 1,
                        robust_box=False, wrap=True, single=single)  # every row is kept
 
 
@@ -52,7 +53,9 @@ def cmd_simulate_tracks(args) -> int:
     start = None if args.start is None else read_with_result(ds, args.start, args=args, single=True)
     df = simulate_track_table(ds, args.tracks, args.steps, rng=args.seed, start=start)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
-    how = f"first observations of tracks in {args.start}" if start is not None else "exp(-beta psi) on the result's grid"
+    how = (f"first observations of tracks in {args.start}" if start is not None else
+           "exp(-beta psi) on the result's grid, the model's stationary law, which can sit where the data have few "
+           "tracks; --from TRACKS.csv starts from the data's first observations")
     print(f"fpirl simulate: {args.tracks} tracks of {args.steps} steps of dt={float(ds.attrs['dt']):g} "
           f"(starts: {how}, seed {args.seed}); wrote {out}")
     print(f"fpirl simulate: compare with the data: fpirl compare TRACKS.csv {out} --result {args.result} "
@@ -91,7 +94,9 @@ def cmd_compare_tracks(args) -> int:
         from ..io.netcdf import read_result
 
         ds = read_result(args.result)
-        obs, sim = (read_with_result(ds, p, states_only=True) for p in (args.data, args.simulation))
+        # the data thinned by the fit's stride; the simulation is already at the fitted time step
+        obs = read_with_result(ds, args.data, states_only=True)
+        sim = read_with_result(ds, args.simulation, states_only=True, thin=False)
     else:
         obs, sim = (_read_plain(p, args) for p in (args.data, args.simulation))
     summary, so, ss = compare_tracks(obs, sim, max_lag=args.max_lag, random_state=args.seed)

@@ -104,7 +104,7 @@ def track_folds(track_of_row: np.ndarray, n_tracks: int, folds: int, rng) -> tup
     if k < 2:
         raise FpirlInputError(
             "choosing the resolution automatically needs at least 2 tracks with transitions; "
-            "give hermite_elements explicitly"
+            "give the Hermite elements explicitly (--hermite-elements; hermite_elements= in Python)"
         )
     fold_of_track = np.random.default_rng(rng).permutation(n_tracks) % k
     return fold_of_track[track_of_row], k

@@ -24,7 +24,11 @@ gradient can explain:
    fraction near 0 whatever the noise level, and the fraction is a property of the data, not of
    the number of transitions.
 4. A percentile bootstrap over whole tracks gives the interval (tracks are resampled with
-   replacement; per-track sufficient statistics make each replicate a few small matrix solves).
+   replacement; per-track sufficient statistics make each replicate a few small matrix solves),
+   shifted by the replicates' bias, ``median(boot) - fraction``, and clipped to ``[0, 1]``. A replicate
+   repeats tracks, whose noise the debiasing of step 3 counts once (it assumes independent rows), so
+   the replicates' fractions run high where the noise is large: on 3-D T-cell tracks (258 tracks) the
+   plain percentile interval was 0.009-0.019 for an estimate of 0.007.
 
 For tracks with velocity actions the state increments are kinematic (``s_{k+1} - s_k = a_{k+1} dt``,
 never a gradient), so only the action axes are checked (``drift_axes`` default). Then only the
@@ -114,7 +118,7 @@ class HelmholtzCheck(BaseEstimator):
     n_boot : int, default 200
         Bootstrap replicates over tracks.
     level : float, default 0.9
-        Coverage of the percentile interval.
+        Coverage of the (bias-shifted) percentile interval.
     threshold : float, default 0.2
         The gradient assumption is flagged as clearly violated when the lower end of the interval
         exceeds this fraction.
@@ -127,7 +131,7 @@ class HelmholtzCheck(BaseEstimator):
     raw_fraction_ : float
         The same without the noise correction.
     interval_ : tuple of float
-        Bootstrap percentile interval.
+        Bootstrap percentile interval, shifted by the replicates' median bias (module doc, step 4).
     drift_energy_ : float
         ``||b||^2`` (data-weighted mean squared drift).
     n_transitions_, n_tracks_ : int
@@ -189,6 +193,9 @@ class HelmholtzCheck(BaseEstimator):
         boot = boot[np.isfinite(boot)]
         tail = 50.0 * (1.0 - self.level)
         lo, hi = (np.percentile(boot, [tail, 100.0 - tail]) if boot.size else (np.nan, np.nan))
+        if boot.size and np.isfinite(frac):  # the replicates' own bias removed (module doc, step 4)
+            shift = float(np.median(boot)) - float(frac)
+            lo, hi = float(np.clip(lo - shift, 0.0, 1.0)), float(np.clip(hi - shift, 0.0, 1.0))
 
         self.fraction_ = float(frac)
         self.raw_fraction_ = float(raw)

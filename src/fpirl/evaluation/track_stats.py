@@ -255,7 +255,9 @@ def compare_tracks(observed, simulated, *, max_lag: int | None = None, n_boot: i
         raise FpirlInputError(f"observed tracks have {len(S_o)} position axes ({', '.join(S_o)}), the simulated "
                               f"ones {len(S_s)} ({', '.join(S_s)})")
     if not np.isclose(observed.dt, simulated.dt, rtol=1e-6):
-        raise FpirlInputError(f"observed dt={observed.dt:g} differs from the simulated dt={simulated.dt:g}")
+        raise FpirlInputError(f"observed dt={observed.dt:g} differs from the simulated dt={simulated.dt:g} (a fit with "
+                              "--stride simulates at the thinned step: pass --result RESULT.nc to read the data as "
+                              "the fit did)")
     max_lag = default_max_lag(observed) if max_lag is None else int(max_lag)
     longest = int(np.bincount(observed.segment).max()) - 1 if observed.n_obs else 0  # frames
     if max_lag > longest >= 1:

@@ -4,11 +4,11 @@ the track bootstrap, credible bands and beta's interval.
 The public names of the former module ``fpirl.uncertainty`` are re-exported here.
 """
 
-from ._bands import credible_bands, fit_uncertainty, uncertainty_and_point, uncertainty_extra
+from ._bands import credible_bands, fit_uncertainty, points_outside_bands, uncertainty_and_point, uncertainty_extra
 from ._beta_point import basis_corrected_fit
 from .estimate import (CoefficientPosterior, beta_at_coarser_resolution, coarser_elements, density_posterior,
                         estimate_uncertainty, increments_posterior, posterior, samples_posterior)
 
 __all__ = ["CoefficientPosterior", "basis_corrected_fit", "beta_at_coarser_resolution", "coarser_elements", "credible_bands",
            "density_posterior", "estimate_uncertainty", "fit_uncertainty", "increments_posterior", "posterior",
-           "samples_posterior", "uncertainty_and_point", "uncertainty_extra"]
+           "points_outside_bands", "samples_posterior", "uncertainty_and_point", "uncertainty_extra"]

@@ -47,9 +47,9 @@ import time
 import warnings
 
 import numpy as np
-import scipy.linalg
 
 from ..core._errors import FpirlInputError
+from ..core._linalg import solve_spd
 from ..core.hermite import HermiteSpace, embed_constant_axes
 from ._basis import add_basis_error, coarse_refit, coarser_elements  # noqa: F401  (coarser_elements: public name)
 from ._posterior import (BAND_QUANTILES, BASIS_ERROR_FACTOR, CoefficientPosterior, _conditioned_factor,  # noqa: F401
@@ -130,7 +130,8 @@ def density_posterior(est) -> CoefficientPosterior:
     b = ne.xtg + gamma * ne.xtc
     hh = ne.gg + 2 * gamma * ne.gc + gamma**2 * ne.cc
     rss = max(float(theta @ A @ theta + 2 * theta @ b + hh), 0.0)
-    dof_fit = float(np.trace(scipy.linalg.solve(K, K_data, assume_a="pos", check_finite=False)))
+    # by Cholesky (a shifted one where only semi-definite: an underdetermined fit is held by the tiny ridge alone)
+    dof_fit = float(np.trace(solve_spd(K, K_data)))
     resid_dof = ne.n_rows - dof_fit
     if not resid_dof > 1:
         raise FpirlInputError(f"too few residual equations ({ne.n_rows}) for the {dof_fit:.0f} effective "
