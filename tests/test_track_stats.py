@@ -213,3 +213,29 @@ def test_simulate_track_table_uses_the_results_mobility_and_lag(readme_fit):
     ll = {name: heldout_loglik(m, sim, check=False).loglik["fpirl"] for name, m in
           (("full", ds), ("no_mobility", plain), ("no_lag", no_lag))}
     assert ll["full"] > ll["no_mobility"] + 0.05 and ll["full"] > ll["no_lag"] + 0.05, ll
+
+
+def test_default_starts_follow_the_data_density(readme_fit):
+    """Without start tracks the starts are drawn from the result's data_density (where the observations were), not
+    from exp(-beta psi): a density put on one corner block of nodes puts every start within half a cell of it;
+    without data_density the starts come from exp(-beta psi) and spread over the box."""
+    from fpirl.io import read_result
+    from fpirl.workflows import simulate_track_table
+
+    ds = read_result(readme_fit / "r.nc")
+    assert "data_density" in ds
+    dens = ds["data_density"]
+    corner = np.zeros(dens.shape)
+    corner[:2, :2] = 1.0  # the first two nodes of s and of a
+    ds["data_density"] = dens.copy(data=corner)
+    sim = simulate_track_table(ds, 200, 1, rng=4)
+    assert sim.attrs["starts"].startswith("the data's occupation density")
+    first = sim.groupby("agent").first()
+    s_nodes, a_nodes = (ds[c].values for c in dens.dims)
+    for col, nodes in (("s", s_nodes), ("a", a_nodes)):  # periodic [-1, 1]: within the block by minimal image
+        h = nodes[1] - nodes[0]
+        offset = np.mod(first[col].to_numpy() - (nodes[0] - h / 2), 2.0)
+        assert np.all(offset <= 2 * h + 1e-12), col
+    plain = simulate_track_table(ds.drop_vars("data_density"), 200, 1, rng=4)
+    assert plain.attrs["starts"].startswith("exp(-beta psi)")
+    assert plain.groupby("agent").first()["s"].max() > s_nodes[1] + h

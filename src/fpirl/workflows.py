@@ -122,14 +122,24 @@ def result_table_columns(attrs) -> dict:
     return cols
 
 
-def _boltzmann_starts(model: FittedModel, n: int, rng) -> np.ndarray:
-    """``n`` points with density ``exp(-beta psi)`` on the FE nodes (node weights), jittered in a cell."""
+def _default_starts(ds, model: FittedModel, n: int, rng) -> tuple[np.ndarray, str]:
+    """``(points, what)``: ``n`` start points drawn on the FE nodes (node weights), jittered in a cell, from the
+    data's occupation density (the result's ``data_density``, the observations deposited on the nodes) where the
+    result has it, else from ``exp(-beta psi)``. The fitted model's stationary law can sit where the data have few
+    tracks (a potential tilted by a drift the box cuts off): on T cells its starts lay in one corner of the field."""
     grid = model.grid
-    psi = model.hermite.evaluate_grid(model.coef, grid.coords)
-    w = np.exp(-model.beta * (psi - psi.min())) * grid.node_weights()
+    density = ds.data_vars.get("data_density") if hasattr(ds, "data_vars") else None
+    w = None
+    if density is not None and tuple(density.dims) == tuple(grid.names):
+        w = np.clip(np.nan_to_num(np.asarray(density.values, dtype=float)), 0.0, None) * grid.node_weights()
+        what = "the data's occupation density (data_density) on the result's grid"
+    if w is None or not w.sum() > 0:
+        psi = model.hermite.evaluate_grid(model.coef, grid.coords)
+        w = np.exp(-model.beta * (psi - psi.min())) * grid.node_weights()
+        what = "exp(-beta psi) on the result's grid"
     idx = rng.choice(w.size, size=n, p=(w / w.sum()).ravel())
     x = grid.mesh().reshape(-1, grid.ndim)[idx] + (rng.random((n, grid.ndim)) - 0.5) * grid.spacing
-    return into_box(x, grid.lower, grid.upper, grid.periodic)
+    return into_box(x, grid.lower, grid.upper, grid.periodic), what
 
 
 def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
@@ -151,15 +161,16 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     rng : int or numpy.random.Generator
     start : TrackTable, optional
         Observed tracks (same axes): the starts are the first observations of its segments, drawn
-        at random (without replacement while there are enough). Default: points of density
-        ``exp(-beta psi)`` on the result's grid.
+        at random (without replacement while there are enough). Default: points drawn from the data's
+        occupation density (the result's ``data_density``), or from ``exp(-beta psi)`` where the result has none.
 
     Returns
     -------
     pandas.DataFrame
         Long format with the result's column names (track, time, states, explicit actions), so
-        ``read_tracks`` with the same columns reads it back. Velocity tracks get ``steps + 2``
-        positions (the first one, ``s_0 - a_0 dt``, carries the initial velocity).
+        ``read_tracks`` with the same columns reads it back; ``attrs['starts']`` says where the starts came
+        from. Velocity tracks get ``steps + 2`` positions (the first one, ``s_0 - a_0 dt``, carries the initial
+        velocity).
     """
 
 
@@ -175,8 +186,9 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
                                   f"{', '.join(grid.names)}")
         first = np.flatnonzero(np.diff(start.segment, prepend=-1) != 0)  # first row of every segment
         x0 = start.values[rng.choice(first, size=int(n_tracks), replace=int(n_tracks) > first.size)]
+        starts = "first observations of the given tracks"
     else:
-        x0 = _boltzmann_starts(model, int(n_tracks), rng)
+        x0, starts = _default_starts(ds, model, int(n_tracks), rng)
     S = list(grid.state_axes)
     mobility = Mobility.from_attrs(ds.attrs, grid.names)
     rho = ds.attrs.get("second_lag_rho")
@@ -196,4 +208,6 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     frames, n, _ = paths.shape
     data = {cols["track"]: np.tile(np.arange(n), frames), cols["time"]: np.repeat(model.dt * np.arange(frames), n)}
     data.update({c: paths[..., k].ravel() for k, c in enumerate(names)})
-    return pd.DataFrame(data).sort_values([cols["track"], cols["time"]], kind="stable").reset_index(drop=True)
+    out = pd.DataFrame(data).sort_values([cols["track"], cols["time"]], kind="stable").reset_index(drop=True)
+    out.attrs["starts"] = starts  # where the starts were drawn (for the command's message)
+    return out

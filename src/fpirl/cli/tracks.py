@@ -53,11 +53,11 @@ def cmd_simulate_tracks(args) -> int:
     start = None if args.start is None else read_with_result(ds, args.start, args=args, single=True)
     df = simulate_track_table(ds, args.tracks, args.steps, rng=args.seed, start=start)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
-    how = (f"first observations of tracks in {args.start}" if start is not None else
-           "exp(-beta psi) on the result's grid, the model's stationary law, which can sit where the data have few "
-           "tracks; --from TRACKS.csv starts from the data's first observations")
+    how = f"first observations of tracks in {args.start}" if start is not None else df.attrs.get("starts", "the result")
     print(f"fpirl simulate: {args.tracks} tracks of {args.steps} steps of dt={float(ds.attrs['dt']):g} "
           f"(starts: {how}, seed {args.seed}); wrote {out}")
+    if start is None:
+        print("fpirl simulate: to start from first observations of tracks instead: --from TRACKS.csv")
     print(f"fpirl simulate: compare with the data: fpirl compare TRACKS.csv {out} --result {args.result} "
           "-o compare.png")
     return EXIT_OK
