@@ -30,8 +30,8 @@ Outside the fitted box the drift is the drift at the nearest point of the box, a
 evaluation (:mod:`fpirl.evaluation.heldout`), which scores observed points beyond it. A simulation, though,
 compounds that drift: where ``psi`` slopes outwards at an edge of the velocity box (an edge with few data),
 the held drift pushed simulated velocities away without bound (measured on the Juelich bottleneck
-pedestrians, 12 of 50 tracks: steps of 10 m per 0.2 s against at most 0.33 m in the data; on BT549 cells 4 of
-100 tracks at ten times the data's largest speed). The fitted model lives on its box, as the Fokker-Planck
+pedestrians, 13 of 50 tracks with steps above the data's largest, up to 10 m per 0.2 s against 0.33 m; on BT549
+cells 6 of 100 tracks, steps up to 391 px against 15 px). The fitted model lives on its box, as the Fokker-Planck
 equation with no-flux edges does, so simulated velocities are folded back (mirrored) at the edges of the
 velocity box, as positions are at reflecting walls (where the velocity component normal to the wall flips),
 or positions are wrapped on a periodic box. Models without velocity actions run the same one-step model on
