@@ -95,6 +95,21 @@ def test_cv_keeps_the_track_noise_on_heterogeneous_tracks_and_drops_it_on_homoge
     assert _fit(hom, "on").track_noise_ is not None  # forced on: fitted anyway
 
 
+def test_a_scale_at_its_bound_is_a_warning(rng):
+    """beta fixed 100 times too large: the increments are 10 times wider than 2 dt / beta implies, the per-track
+    scale runs into its upper bound (its estimate ~ 100 > 20), and the fit says so; at the true beta it does not."""
+    import warnings
+
+    tracks = _het_tracks(rng, 1.0 / rng.gamma(3.0, 1 / 3.0, 40))
+    kw = dict(hermite_elements=(0, 0, 2, 2), drift_axes="actions", mobility=0, second_lag=False, track_noise="on")
+    with pytest.warns(UserWarning, match="per-track noise scale reached a bound"):
+        est = IncrementsEstimator(beta=100 * BETA, **kw).fit(tracks)
+    assert est.track_noise_.scale == pytest.approx(20.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert 0.05 < IncrementsEstimator(beta=BETA, **kw).fit(tracks).track_noise_.scale < 20.0
+
+
 def test_simulated_track_scales_follow_the_gamma_law(rng):
     nu, c, n, steps = 8.0, 0.5, 300, 800
     big = 1e6

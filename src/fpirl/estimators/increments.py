@@ -48,6 +48,8 @@ as they are. On periodic boxes nothing changes.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import xarray as xr
 
@@ -60,7 +62,7 @@ from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge
 from ._increment_data import _regression_data, increment_variance, mirror_wall_terms  # noqa: F401 (public here)
 from ._plausibility import warn_implausible
 from .lag import fit_second_lag
-from .track_noise import check_track_noise, fit_track_noise, select_track_noise
+from .track_noise import SCALE_BOUNDS, check_track_noise, fit_track_noise, select_track_noise
 from .mobility import check_mobility, fit_increments_mobility
 from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
                         solve_increments, track_folds)
@@ -394,6 +396,13 @@ class IncrementsEstimator(TrackEstimatorMixin):
                 self.settings_["track_noise_cv_se"] = cv["se"]
         if noise is not None:
             self.settings_.update(noise.to_attrs())
+            lo, hi = SCALE_BOUNDS
+            if not lo * (1 + 1e-6) < noise.scale < hi * (1 - 1e-6):
+                warnings.warn(f"the per-track noise scale reached a bound of its range {lo:g}-{hi:g} (attr "
+                              "track_noise_scale): "
+                              "the increments' spread is far from the 2 dt/beta the fit implies, so beta does not "
+                              "describe the noise (another option of this fit, e.g. --noise-correction, is the "
+                              "likely cause; compare with the defaults)", stacklevel=3)
 
     def result_extra(self) -> dict:
         """The CV curve as DataArrays over ``cv_candidate`` (labels, :func:`~.selection.candidate_label`) x ``cv_ridge``: ``cv_score`` (mean held-out
