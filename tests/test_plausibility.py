@@ -175,3 +175,21 @@ def test_shipped_corridor_in_milliseconds_warns(tmp_path):
     slow = read_tracks(ms, track=spec.track, time=spec.time, state=list(spec.state), action="velocity",
                        boundary="reflecting")
     assert any("times in ms?" in n for n in scale_notes(slow))
+
+
+def test_a_short_unrounded_table_has_no_quantum(rng, tmp_path):
+    """One track of 50 unrounded positions, 10 time units apart: their smallest gap is chance (about R / n^2), not
+    a precision, so no resolution is read off and the time-unit rule stays silent (it called such minutes ms)."""
+    from fpirl.estimators._plausibility import position_resolution, scale_notes
+
+    n = 50
+    xy = np.cumsum(rng.normal(0.0, 1.0, (n, 2)), axis=0)
+    path = tmp_path / "short.csv"
+    pd.DataFrame({"id": 0, "t": 10.0 * np.arange(n), "x": xy[:, 0], "y": xy[:, 1]}).to_csv(path, index=False)
+    table = read_tracks(path, track="id", time="t", state=["x", "y"], action="velocity")
+    gaps = [np.diff(np.unique(xy[:, j])).min() for j in (0, 1)]
+    ranges = [np.ptp(xy[:, j]) for j in (0, 1)]
+    assert np.median(gaps) > np.sqrt(np.mean(np.sum(np.diff(xy, axis=0) ** 2, 1))) / 10 / 20  # the old rule fired
+    assert all(g < 10 * r / n**2 for g, r in zip(gaps, ranges))
+    assert position_resolution(table, table.state_axes) == 0.0
+    assert scale_notes(table) == []
