@@ -256,5 +256,7 @@ def _print_uncertainty(extra) -> None:
               + (f"; corrected for the Hermite basis error: {extra['beta_corrected']:.6g}" if "beta_corrected" in extra
                  else "")
               + (f"; with Simpson's rows: {extra['beta_simpson']:.6g}" if "beta_simpson" in extra else "")
+              + (f"; for a continuous diffusion observed every dt (the point is the one-step, Euler value): "
+                 f"{extra['beta_continuous']:.6g}" if "beta_continuous" in extra else "")
               + (f"; reaching the block-means beta at the default Hermite elements, {extra['beta_pilot']:.6g}"
                  if "beta_pilot" in extra else ""))

@@ -55,6 +55,7 @@ import xarray as xr
 
 from ..core._errors import FpirlInputError
 from .._version import __version__ as _version
+from ..tracks.steps import infer_action_kind
 from ..tracks.table import TrackTable
 from ..weakform.increment_system import assemble_increments
 from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge, check_tracks, resolve_drift_axes,
@@ -62,6 +63,7 @@ from ._base import (TrackEstimatorMixin, check_beta, check_elements, check_ridge
 from ._increment_data import _regression_data, increment_variance, mirror_wall_terms  # noqa: F401 (public here)
 from ._plausibility import warn_implausible
 from .lag import fit_second_lag
+from ._time_step_beta import time_step_factor
 from .track_noise import SCALE_BOUNDS, check_track_noise, fit_track_noise, select_track_noise
 from .mobility import check_mobility, fit_increments_mobility
 from .selection import (CV_RIDGES, CV_RULES, candidate_elements, candidate_label, candidate_space, cross_validate,
@@ -173,6 +175,12 @@ class IncrementsEstimator(TrackEstimatorMixin):
         ``nu``, scale and forgetting factor of the per-track noise scale (None: not used).
     mobility_cv_ : dict or None
         ``{degree: mean held-out log-likelihood}`` of the mobility CV (``mobility='auto'``).
+    beta_continuous_ : float or None
+        Where beta was estimated and the tracks may be a diffusion observed every ``dt`` (no velocity actions,
+        mobility, second lag or noise correction): the beta of the continuous diffusion, ``beta_`` corrected by
+        the local linearisation of the one-step variance (:mod:`fpirl.estimators._time_step_beta`; result attr
+        ``beta_continuous``, and its difference is a column of beta's interval); else None. ``beta_`` itself is
+        the one-step (Euler, the paper's Gaussian transition) value.
     system_ : IncrementSystem
         Normal equations of the final fit (``A``, ``b``, ``c``, counts), e.g. for the posterior of
         :mod:`fpirl.uncertainty`.
@@ -377,6 +385,16 @@ class IncrementsEstimator(TrackEstimatorMixin):
         if lag_cv:
             self.settings_["second_lag_cv_gain"] = lag_cv["gain"]
         self._fit_track_noise(tracks, drift)
+        self.beta_continuous_ = None
+        if (beta is None and mob is None and self.second_lag_ is None and lag == 0
+                and not (tracks.action_axes and infer_action_kind(tracks) == "velocity")):
+            # beta of a continuous diffusion observed every dt (fpirl.estimators._time_step_beta)
+            inside = np.ones(start.shape[0], dtype=bool) if periodic else np.all(
+                (start >= tracks.lower + var_margin) & (start <= tracks.upper - var_margin), axis=1)
+            phi = time_step_factor(lambda p: space.gradient(coef, p), start[inside], drift, dt,
+                                   tracks.upper - tracks.lower)[0]
+            self.beta_continuous_ = self.beta_ * phi
+            self.settings_["beta_time_step_factor"] = phi
         self.settings_["mobility_degree"] = 0 if self.mobility_ is None else self.mobility_.degree
         self.settings_["mobility_selection"] = "cv" if mobility == "auto" else "fixed"
         if self.mobility_cv_:
@@ -410,6 +428,8 @@ class IncrementsEstimator(TrackEstimatorMixin):
         (paired standard error of the difference to the best, what the '1se' rule uses)."""
         self._check_fitted()
         out = {} if getattr(self, "mobility_", None) is None else self.mobility_.to_attrs(self.grid_.names)
+        if getattr(self, "beta_continuous_", None) is not None:  # beta of the continuous diffusion
+            out["beta_continuous"] = float(self.beta_continuous_)
         if getattr(self, "second_lag_", None) is not None:
             out["second_lag_rho"] = float(self.second_lag_)
         if getattr(self, "track_noise_", None) is not None:

@@ -147,8 +147,11 @@ def increments_posterior(est) -> CoefficientPosterior:
 
     Uses the estimator's normal equations ``system_`` (:class:`~fpirl.weakform.increment_system.IncrementSystem`,
     in the space ``fit_space_`` of the axes ``fit_axes_`` psi varies along), ``penalty_``, ``beta_``
-    and ``dt_``. The velocity rows have variance ``2 / (beta dt)``; with beta estimated,
-    ``gamma = 1/beta`` gets the independent chi-square interval ``var(gamma) = 2 gamma^2 / n_rows``.
+    and ``dt_``. The velocity rows have variance ``2 / (beta dt)``; with beta estimated, ``gamma = 1/beta`` gets the
+    independent chi-square interval ``var(gamma) = 2 gamma^2 / n_rows``, and where the fit has a continuous-time
+    beta (``beta_continuous_``) one more column, the difference of the two ``1/beta``: the interval reaches both
+    readings of the tracks, an Euler chain at ``dt`` (the paper's Gaussian transition) and a diffusion observed
+    every ``dt``.
     The factor is mapped to ``hermite_`` (psi constant along the other axes) exactly.
     """
     system = getattr(est, "system_", None)
@@ -171,6 +174,11 @@ def increments_posterior(est) -> CoefficientPosterior:
         col = np.zeros((F.shape[0], 1))
         col[-1, 0] = gamma * np.sqrt(2.0 / system.n_rows)
         F = np.hstack([F, col])
+        continuous = getattr(est, "beta_continuous_", None)
+        if continuous:  # the interval reaches the continuous diffusion's beta too (fpirl.estimators._time_step_beta)
+            col = np.zeros((F.shape[0], 1))
+            col[-1, 0] = abs(gamma - 1.0 / float(continuous))
+            F = np.hstack([F, col])
     return CoefficientPosterior(est.hermite_, np.asarray(est.coef_, dtype=float).ravel(), gamma, F,
                                 method="posterior", noise_variance=sigma2, beta_estimated=estimated)
 
