@@ -16,8 +16,6 @@ import pandas as pd
 warnings.simplefilter("ignore")
 from fpirl.forward.markov import sample_sde  # noqa: E402
 from fpirl.io import read_result
-from fpirl.workflows import model_from_result
-from fpirl.tracks.reading import read_tracks
 out = tempfile.mkdtemp()
 pi = np.pi
 
