@@ -51,7 +51,9 @@ def test_one_se_rule_never_finer_than_min(rough, fitted):
 
 def test_cv_curve_lands_in_the_result(fitted):
     extra = fitted.result_extra()
-    assert set(extra) == {"cv_score", "cv_score_std", "cv_score_se"}
+    # the CV curve, and (beta estimated, a diffusion's tracks) beta's continuous reading
+    assert set(extra) == {"cv_score", "cv_score_std", "cv_score_se", "beta_continuous"}
+    assert extra["beta_continuous"] == fitted.beta_continuous_
     score = extra["cv_score"]
     assert isinstance(score, xr.DataArray) and score.dims == ("cv_candidate", "cv_ridge")
     assert np.all(np.isfinite(score.values)) and np.all(extra["cv_score_std"].values >= 0)
