@@ -76,6 +76,8 @@ def test_simulate_and_compare_cli(fitted, tmp_path, cli):
     proc = cli("compare", folder / "data.nc", tmp_path / "mdp.nc", "-o", tmp_path / "kl2.png")
     assert proc.returncode == 0, proc.stderr
     assert "note: the simulation started from uniform states x policy" in proc.stdout
+    # far from the data (over 10% of their change): the MDP map's note names the Fokker-Planck model
+    assert "draws every action afresh from the policy" in proc.stdout and "--model fp" in proc.stdout
 
 
 def test_simulate_bad_input(fitted, tmp_path, cli):

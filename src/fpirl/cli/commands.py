@@ -154,6 +154,11 @@ def cmd_compare(args) -> int:
           f"keeps KL(data || simulation) well below that (the benchmarks accept < 10%: {0.1 * reference:.3g}); "
           f"here the maximum is {float(kl.max()):.3g} ({100 * float(kl.max()) / reference:.1f}%)"
           if reference > 0 else "fpirl compare: the data do not change over the run (KL(p_last || p_first) = 0)")
+    if str(attrs.get("simulation_model")) == "mdp" and reference > 0 and float(kl.max()) > 0.1 * reference:
+        print("fpirl compare: note: the MDP density map (the paper's discrete-time model) draws every action afresh "
+              "from the policy at each step, so on snapshots of a Fokker-Planck process, whose actions move "
+              "continuously, it departs from them by design; fpirl simulate RESULT.nc --model fp simulates the "
+              "Fokker-Planck PDE of the same fit")
     if attrs.get("simulation_model") and not str(attrs.get("simulation_initial", "")):
         print("fpirl compare: note: the simulation started from uniform states x policy, not from the data's first "
               f"snapshot; to compare the dynamics from the same start: fpirl simulate RESULT.nc --initial {args.data} ...")
