@@ -43,10 +43,9 @@ def _phi(z: np.ndarray) -> np.ndarray:
     return np.where(small, 1.0 - z + (2.0 / 3.0) * z * z, -np.expm1(-2.0 * safe) / (2.0 * safe))
 
 
-def time_step_factor(gradient, points: np.ndarray, axes, dt: float, span: np.ndarray) -> tuple[float, float]:
-    r"""``(phi_bar, first_order)``: the mean of :math:`\varphi(\lambda_j \Delta t)` over ``points`` and the
-    eigenvalues of :math:`\psi`'s Hessian on ``axes`` (module doc), and the first-order factor
-    :math:`1 - \langle\Delta\psi\rangle\Delta t / d`.
+def time_step_factor(gradient, points: np.ndarray, axes, dt: float, span: np.ndarray) -> float:
+    r"""``phi_bar``: the mean of :math:`\varphi(\lambda_j \Delta t)` over ``points`` and the eigenvalues of
+    :math:`\psi`'s Hessian on ``axes`` (module doc).
 
     Parameters
     ----------
@@ -63,7 +62,7 @@ def time_step_factor(gradient, points: np.ndarray, axes, dt: float, span: np.nda
     axes = list(axes)
     x = np.asarray(points, dtype=float)
     if x.shape[0] == 0 or not axes:
-        return 1.0, 1.0
+        return 1.0
     d = len(axes)
     H = np.empty((x.shape[0], d, d))
     for j, a in enumerate(axes):
@@ -73,5 +72,4 @@ def time_step_factor(gradient, points: np.ndarray, axes, dt: float, span: np.nda
         down[:, a] -= h
         H[:, :, j] = (np.asarray(gradient(up))[:, axes] - np.asarray(gradient(down))[:, axes]) / (2.0 * h)
     H = 0.5 * (H + np.swapaxes(H, 1, 2))
-    lam = np.linalg.eigvalsh(H) * dt
-    return float(np.mean(_phi(lam))), float(1.0 - np.mean(np.sum(lam, axis=1)) / d)
+    return float(np.mean(_phi(np.linalg.eigvalsh(H) * dt)))

@@ -392,7 +392,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
             inside = np.ones(start.shape[0], dtype=bool) if periodic else np.all(
                 (start >= tracks.lower + var_margin) & (start <= tracks.upper - var_margin), axis=1)
             phi = time_step_factor(lambda p: space.gradient(coef, p), start[inside], drift, dt,
-                                   tracks.upper - tracks.lower)[0]
+                                   tracks.upper - tracks.lower)
             self.beta_continuous_ = self.beta_ * phi
             self.settings_["beta_time_step_factor"] = phi
         self.settings_["mobility_degree"] = 0 if self.mobility_ is None else self.mobility_.degree
@@ -417,8 +417,7 @@ class IncrementsEstimator(TrackEstimatorMixin):
             lo, hi = SCALE_BOUNDS
             if not lo * (1 + 1e-6) < noise.scale < hi * (1 - 1e-6):
                 warnings.warn(f"the per-track noise scale reached a bound of its range {lo:g}-{hi:g} (attr "
-                              "track_noise_scale): "
-                              "the increments' spread is far from the 2 dt/beta the fit implies, so beta does not "
+                              "track_noise_scale): the increments' spread is far from the 2 dt/beta the fit implies, so beta does not "
                               "describe the noise (another option of this fit, e.g. --noise-correction, is the "
                               "likely cause; compare with the defaults)", stacklevel=3)
 

@@ -136,11 +136,16 @@ def sample_velocity_tracks(gradient, beta: float, dt: float, starts, steps: int,
     return out
 
 
+def _mirror(x, below, above, lo, hi):
+    """``x`` mirrored at ``lo`` where ``below`` and at ``hi`` where ``above`` (``x -> 2 m - x``), else kept."""
+    return np.where(below, 2 * lo - x, np.where(above, 2 * hi - x, x))
+
+
 def _fold(x, lo, hi):
     """``x`` folded (mirrored) into ``[lo, hi]`` per column (clipped after one fold), and the masks of the
     entries folded at ``lo`` and at ``hi``."""
     below, above = x < lo, x > hi
-    return np.clip(np.where(below, 2 * lo - x, np.where(above, 2 * hi - x, x)), lo, hi), below, above
+    return np.clip(_mirror(x, below, above, lo, hi), lo, hi), below, above
 
 
 class _OneStep:
@@ -163,7 +168,7 @@ class _OneStep:
             return
         x, eff, g = (np.array(v, dtype=float, copy=True) for v in self.prev)
         cols = slice(first, first + below.shape[1])
-        x[:, cols] = np.where(below, 2 * lo - x[:, cols], np.where(above, 2 * hi - x[:, cols], x[:, cols]))
+        x[:, cols] = _mirror(x[:, cols], below, above, lo, hi)
         eff[:, cols] = np.where(below | above, -eff[:, cols], eff[:, cols])
         self.prev = (x, eff, g)
 

@@ -175,7 +175,7 @@ def points_outside_bands(mdp, extra: dict) -> dict:
     if mdp is None:
         return out
     support = extra.get("data_support")
-    mask = None if support is None else np.asarray(support.values if hasattr(support, "values") else support) > 0
+    mask = None if support is None else np.asarray(getattr(support, "values", support)) > 0
     for what in ("policy", "reward"):
         lower, upper, point = extra.get(f"{what}_lower"), extra.get(f"{what}_upper"), getattr(mdp, what, None)
         if lower is None or upper is None or point is None:
