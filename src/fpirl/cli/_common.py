@@ -121,6 +121,16 @@ def _output_directory(path) -> Path:
 SUPPORT_NOTE_SHARE = 0.95
 
 
+def _beta_note(settings: dict, beta: float) -> str:
+    """The line saying how beta's point estimate was corrected (basis error, discretisation bias)."""
+    what = []
+    if settings.get("beta_basis_corrected"):
+        what.append(f"the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise standard deviations)")
+    if settings.get("beta_discretisation_corrected"):
+        what.append(f"the time step and grid (the fitted model simulated and refitted gave beta {settings['beta_simulated']:.6g})")
+    return f"beta corrected for {' and for '.join(what)}: fitted {settings['beta_fitted']:.6g}, psi refitted at {beta:.6g}"
+
+
 def _fit_notes(est, mdp, extra=None) -> list[str]:
     """Lines for the success message of ``fpirl fit``: what the ridge was, why Q, policy and
     reward are missing when they are, and (``extra``: the result's uncertainty attributes) when the
@@ -128,9 +138,7 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     settings = est.settings_
     rel = settings.get("ridge_relative")
     how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
-    lines = [f"beta corrected for the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise "
-             f"standard deviations): fitted {settings['beta_fitted']:.6g}, psi refitted at {est.beta_:.6g}"] \
-        if settings.get("beta_basis_corrected") else []
+    lines = [_beta_note(settings, est.beta_)] if "beta_fitted" in settings else []
     share = (extra or {}).get("data_support_share")
     if share is not None and share < SUPPORT_NOTE_SHARE:
         lines.append(f"the snapshots carry mass (time-mean density >= 1e-3 of its largest) on {100 * share:.3g}% of "

@@ -13,6 +13,7 @@ import scipy.fft as sfft
 
 from ..core._errors import FpirlInputError
 from ..core.grid import Grid
+from ..core._splines import spline_matrix
 from ..core._tensor import apply_along_axes
 from ._common import _bounds, _check_times, _ForwardSolver
 from .finite_volume import FiniteVolumeSolver
@@ -130,6 +131,16 @@ def default_resolution(grid: Grid) -> tuple[int, ...]:
     return tuple(int(n * max(factor, math.ceil(minimum / n)) + 1) for n in grid.elements)
 
 
+def _nodal_initial(grid: Grid, solver: _ForwardSolver, values) -> np.ndarray:
+    """Nodal values on ``grid`` brought onto the solver's nodes by cubic splines (clipped at 0)."""
+    values = np.asarray(values, dtype=float)
+    if values.shape != grid.shape:
+        raise FpirlInputError(f"initial density on the grid's nodes has shape {values.shape}, expected {grid.shape}")
+    period = [hi - lo if grid.periodic else None for lo, hi in zip(grid.lower, grid.upper)]
+    mats = [spline_matrix(c, x, p) for c, x, p in zip(grid.coords, solver.coords, period)]
+    return np.maximum(apply_along_axes(values, mats), 0.0)
+
+
 def simulate_density(
     grid: Grid,
     potential: Callable,
@@ -162,9 +173,12 @@ def simulate_density(
         ``psi(points) -> (...)`` and ``grad psi(points) -> (..., d)`` for points ``(..., d)``.
     beta : float
         Inverse temperature.
-    initial : callable
+    initial : callable or ndarray
         Unnormalised, non-negative initial density at ``t = 0``, ``initial(points) -> (...)``.
         On periodic boxes it should be smooth across the seam (see :func:`von_mises_bump`).
+        Or its values on ``grid``'s nodes (shape ``grid.shape``): brought onto the solver's nodes by
+        the cubic interpolating spline along each axis (periodic on periodic axes, not-a-knot ends
+        on walled ones), clipped at 0.
     times : array_like, shape (n_t,)
         Output times (``>= 0``, non-decreasing; include ``0`` for the initial snapshot).
     resolution : int or sequence of int, optional
@@ -189,6 +203,8 @@ def simulate_density(
     else:
         solver = FiniteVolumeSolver(grid.lower, grid.upper, res, potential, beta)
     mats = solver.evaluation_matrices(grid.coords)
+    if not callable(initial):
+        initial = _nodal_initial(grid, solver, initial)
     out = np.empty((times.size, *grid.shape))
     for k, (_, p) in enumerate(solver.run(initial, times, progress=progress)):
         q = np.maximum(apply_along_axes(p, mats), 0.0)

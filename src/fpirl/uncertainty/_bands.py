@@ -17,7 +17,7 @@ from ..core._errors import FpirlInputError
 from ..core._threads import one_blas_thread
 from ..core._tensor import apply_along_axes
 from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
-from ._beta_point import basis_corrected_fit
+from ._beta_point import corrected_beta_fit
 from ._time_step import keep_time_step, simpson_point
 from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
 
@@ -214,13 +214,15 @@ def fit_uncertainty(est, method: str, data, dt: float, gamma: float | None = Non
     return uncertainty_extra(est, post, dt, gamma, None if parametric else n_samples, rng, progress, reward_convention)
 
 
-def uncertainty_and_point(est, method: str, data, *, progress: bool = False, switch_time_scheme: bool = True):
+def uncertainty_and_point(est, method: str, data, *, progress: bool = False, switch_time_scheme: bool = True,
+                          discretisation: bool = True):
     """``(post, fit)``: :func:`estimate_uncertainty` (``method`` as there); where the time step's error (of beta; of
     psi with beta given) stands out of the noise, the fit with Simpson's rows and its posterior instead
     (:func:`fpirl.uncertainty._time_step.simpson_point`; not with ``switch_time_scheme=False``, which ``fpirl fit``
-    passes when ``--time-scheme`` was given); then the fit with beta's point estimate corrected for the Hermite
-    basis error where that correction stands out of the noise (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`;
-    ``post`` is moved to it), else ``est``.
+    passes when ``--time-scheme`` was given); then, with beta estimated, the fit with beta's point estimate
+    corrected for the Hermite basis error where that correction stands out of the noise and (``discretisation``)
+    for the time step and grid by a simulation at the fitted model
+    (:func:`fpirl.uncertainty._beta_point.corrected_beta_fit`; ``post`` is moved to it), else ``est``.
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``; a refit keeps how the Hermite elements
     were chosen (``hermite_cv_`` and the ``settings_`` keys ``hermite_selection``, ``hermite_cv_*``)."""
     chosen = {k: v for k, v in getattr(est, "settings_", {}).items() if k.startswith(("hermite_selection", "hermite_cv"))}
@@ -233,7 +235,7 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
         first, est = post, simpson
         post = estimate_uncertainty(est, method, data, progress=progress)
         keep_time_step(post, first)
-    better = basis_corrected_fit(est, post, data)
+    better = corrected_beta_fit(est, post, data, discretisation=discretisation)
     fit = est if better is None else better
     if chosen and hasattr(fit, "settings_"):
         fit.settings_ = {**fit.settings_, **chosen}

@@ -38,6 +38,7 @@ import numpy as np
 from ..core.density import DensitySnapshots
 from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
+from ._discretisation import simulated_gamma_bias
 from ._snapshot_noise import _density_estimator
 
 #: Settings of a fit that replaced the midpoint fit by its Simpson refit
@@ -49,8 +50,10 @@ SWITCH_KEYS = ("time_scheme_switched", "beta_midpoint", "time_step_z")
 BETA_CORRECTION_MIN_Z = 8.0
 
 
-def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_Z):
-    """The density fit with beta fixed at ``post.beta_corrected``, where the correction stands out of the noise.
+def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_Z, *, discretisation: bool = True):
+    """The density fit with beta fixed at its corrected point estimate: ``post.beta_corrected`` where the basis
+    correction stands out of the noise, else (``discretisation``) the fitted beta less its discretisation bias
+    estimated by a simulation at the fitted model (:func:`fpirl.uncertainty._discretisation.simulated_gamma_bias`).
 
     Parameters
     ----------
@@ -64,30 +67,46 @@ def basis_corrected_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN
     snapshots : DensitySnapshots
         The fitted data.
     min_z : float
-        The threshold on ``z`` (module doc).
+        The threshold on ``z`` of the basis correction (module doc).
+    discretisation : bool
+        Where the basis correction is not made, remove the simulated discretisation bias (time step and grid) of
+        ``1/beta``.
 
     Returns
     -------
     PotentialEstimator or None
         The refit at the fit's ridge (``settings_`` records how that ridge was chosen, ``beta_estimated = 1``,
-        ``beta_basis_corrected = 1``, ``beta_fitted`` and ``beta_correction_z``), or None where there is no
-        significant correction.
+        ``beta_fitted``, ``beta_correction_z``; ``beta_basis_corrected = 1`` where the basis correction was made;
+        ``beta_discretisation_corrected = 1`` and ``beta_simulated``, beta fitted to the simulated snapshots,
+        where the discretisation bias was removed), or None where there is no correction.
     """
-    z = None if post is None else post.beta_correction_z
-    if z is None or not (post.beta_estimated and post.beta_corrected is not None and z > min_z):
+    if post is None or not post.beta_estimated or not isinstance(snapshots, DensitySnapshots):
         return None
-    if not isinstance(snapshots, DensitySnapshots):
-        return None
+    z = post.beta_correction_z
+    basis = post.beta_corrected is not None and z is not None and z > min_z
     inner = _density_estimator(est)
+    gamma = 1.0 / float(post.beta_corrected) if basis else float(post.gamma)
+    # where the basis correction was made its Richardson step already holds the discretisation bias's change with the
+    # Hermite resolution (measured: subtracting b as well overshot, module doc of _discretisation): one or the other
+    simulated = simulated_gamma_bias(inner, snapshots) if discretisation and not basis else None
+    if simulated is not None and gamma - simulated[0] <= 0:  # a bias as large as gamma: not a small correction
+        simulated = None
+    if simulated is not None:
+        gamma -= simulated[0]
+    if not basis and simulated is None:
+        return None
     params = refit_params(inner)
-    params.update(beta=float(post.beta_corrected), estimate_beta=False, beta_block=None)
+    params.update(beta=1.0 / gamma, estimate_beta=False, beta_block=None)
     with warnings.catch_warnings():  # the fit's own warnings were shown once already
         warnings.simplefilter("ignore")
         refit = PotentialEstimator(**params).fit(snapshots, _moments=getattr(inner, "_moments", None))
+    more = {"beta_basis_corrected": 1} if basis else {}
+    if simulated is not None:
+        more.update(beta_discretisation_corrected=1, beta_simulated=float(simulated[1]))
     refit.settings_ = {**refit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
                        "beta_estimated": 1, "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
-                       "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), "beta_basis_corrected": 1,
-                       "beta_fitted": float(inner.beta_), "beta_correction_z": float(z),
+                       "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), **more,
+                       "beta_fitted": float(inner.beta_), **({} if z is None else {"beta_correction_z": float(z)}),
                        **{k: inner.settings_[k] for k in SWITCH_KEYS if k in inner.settings_}}
     refit.beta_coarsening_, refit.gcv_ = int(getattr(inner, "beta_coarsening_", 1)), getattr(inner, "gcv_", None)
     lo, hi = post.beta_interval()

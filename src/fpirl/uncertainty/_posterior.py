@@ -72,7 +72,7 @@ class CoefficientPosterior:
     beta_correction_z : float, optional
         ``|1/beta_corrected - 1/beta|`` in standard deviations of ``1/beta`` under the snapshot noise alone
         (the factor's noise columns): how far the correction stands out of the noise
-        (:func:`fpirl.uncertainty._beta_point.basis_corrected_fit`).
+        (:func:`fpirl.uncertainty._beta_point.corrected_beta_fit`).
     beta_bounds : tuple, optional
         ``(beta_lower, beta_upper)`` fixed when the posterior was moved to a corrected point estimate
         (:meth:`beta_interval` returns it: the interval of the fitted beta, reaching the corrected one).

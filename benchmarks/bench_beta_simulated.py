@@ -1,0 +1,115 @@
+"""beta's discretisation bias removed by a simulation at the fitted model (issue 20): the command's point estimate
+with and without the correction (:mod:`fpirl.uncertainty._discretisation`).
+
+Run:  OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_beta_simulated.py [--set coarse|cv] [--part I/N]
+
+Each fit goes through ``uncertainty_and_point(est, 'auto', s)`` (what ``fpirl fit --estimate-beta`` does: the
+snapshot-noise posterior, the Simpson switch, the basis correction) twice, with ``discretisation=False`` (the
+previous default) and ``True``; beta estimated at 4 and 6 Hermite elements. Printed per fit: beta's and psi's
+relative errors (psi zero-mean, grid quadrature) both ways, whether beta came from block means, whether the basis
+correction was made, and the simulated bias of ``1/beta`` in percent of ``1/beta``; then a summary per noise level.
+
+Sets (independent-solver data; no setting of the correction was chosen on either):
+
+* ``coarse``: the 14 cases of ``bench_beta_coarse.py`` (2-D and 3-D, periodic and walled, potentials in and out
+  of the Hermite space) x multiplicative noise 0, 1, 2, 5% (seed 1): 112 fits;
+* ``cv``: the sets of ``bench_hermite_cv.py`` with beta estimated (design and validation), at their own noise and
+  noise-free: 2-D and 1-D and 3-D, boxes of other sizes, walls, a double well, a Gaussian mixture, cold and hot.
+"""
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_beta_coarse  # noqa: E402
+import bench_beta_refit  # noqa: E402
+import bench_beta_rule  # noqa: E402
+import bench_hermite_cv  # noqa: E402
+
+
+def _coarse_sets():
+    bench_beta_rule.CASES = bench_beta_coarse.CASES
+    for name in bench_beta_coarse.CASES:
+        def make(name=name):
+            grid, times, clean, beta = bench_beta_rule._clean(name)
+            return grid, times, clean, beta, bench_beta_refit._truth(name, grid)
+        for noise in (0.0, 0.01, 0.02, 0.05):
+            yield name, noise, make
+
+
+def _cv_sets():
+    for case in bench_hermite_cv.CASES + bench_hermite_cv.VALIDATION:
+        if not case.get("est"):
+            continue
+        for noise in sorted({case.get("noise", 0.0), 0.0}, reverse=True):
+            def make(case=case):
+                s, true = bench_hermite_cv.make(dict(case, noise=0.0))
+                return s.grid, s.times, s.values, case["beta"], true
+            yield case["name"], noise, make
+
+
+def _error(grid, est, true):
+    return 100 * bench_beta_refit._error(grid, est, true)
+
+
+def main():
+    from fpirl import DensitySnapshots, PotentialEstimator
+    from fpirl.uncertainty import uncertainty_and_point
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--set", choices=("coarse", "cv"), default="coarse")
+    ap.add_argument("--part", default="0/1", help="I/N: every N-th set from the I-th (parallel runs)")
+    args = ap.parse_args()
+    part, parts = map(int, args.part.split("/"))
+    sets = list(_coarse_sets() if args.set == "coarse" else _cv_sets())[part::parts]
+    rows = []
+    for name, noise, make in sets:
+        grid, times, clean, beta, true = make()
+        v = clean if not noise else np.clip(
+            clean * (1 + noise * np.random.default_rng(1).standard_normal(clean.shape)), 0, None)
+        s = DensitySnapshots(grid, times, v)
+        for nh in (4, 6):
+            row = dict(case=name, noise=noise, nh=nh)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
+                for tag, on in (("before", False), ("after", True)):
+                    post, fit = uncertainty_and_point(est, "auto", s, discretisation=on)
+                    lo, hi = post.beta_interval()
+                    row.update({f"beta_{tag}": 100 * (fit.beta_ / beta - 1), f"psi_{tag}": _error(grid, fit, true),
+                                f"covers_{tag}": bool(lo <= beta <= hi)})
+                    st = getattr(fit, "settings_", {})
+                    if on:
+                        row.update(block=int(getattr(est, "beta_coarsening_", 1)), basis=int(st.get("beta_basis_corrected", 0)),
+                                   simulated=st.get("beta_simulated"), fitted=100 * (est.beta_ / beta - 1))
+            rows.append(row)
+            print(json.dumps({k: round(x, 3) if isinstance(x, float) else x for k, x in row.items()}), flush=True)
+    summary(rows)
+
+
+def summary(rows):
+    print("\n| noise | fits | corrected | beta median abs error before / after | within 3% before / after | "
+          "mean abs before / after | psi median before / after | covers before / after |")
+    print("|---|---|---|---|---|---|---|---|")
+    for noise in sorted({r["noise"] for r in rows}) + [None]:
+        rr = [r for r in rows if noise is None or r["noise"] == noise]
+        b0, b1 = (np.abs([r[f"beta_{t}"] for r in rr]) for t in ("before", "after"))
+        p0, p1 = (np.array([r[f"psi_{t}"] for r in rr]) for t in ("before", "after"))
+        c0, c1 = (np.mean([r[f"covers_{t}"] for r in rr]) for t in ("before", "after"))
+        cor = np.mean([r["simulated"] is not None for r in rr])
+        lab = "all" if noise is None else f"{100 * noise:.0f}%"
+        print(f"| {lab} | {len(rr)} | {cor:.2f} | {np.median(b0):.2f}% / {np.median(b1):.2f}% | "
+              f"{np.mean(b0 <= 3):.2f} / {np.mean(b1 <= 3):.2f} | {b0.mean():.2f}% / {b1.mean():.2f}% | "
+              f"{np.median(p0):.2f}% / {np.median(p1):.2f}% | {c0:.2f} / {c1:.2f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--summary":  # summary of saved JSON lines (parallel parts)
+        summary([json.loads(line) for f in sys.argv[2:] for line in open(f) if line.startswith("{")])
+    else:
+        main()
