@@ -1,13 +1,16 @@
 """beta's discretisation bias removed by a simulation at the fitted model (issue 20): the command's point estimate
 with and without the correction (:mod:`fpirl.uncertainty._discretisation`).
 
-Run:  OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_beta_simulated.py [--set coarse|cv] [--part I/N]
+Run:  OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/bench_beta_simulated.py [--set coarse|cv] [--part I/N] [--given]
 
 Each fit goes through ``uncertainty_and_point(est, 'auto', s)`` (what ``fpirl fit --estimate-beta`` does: the
 snapshot-noise posterior, the Simpson switch, the basis correction) twice, with ``discretisation=False`` (the
 previous default) and ``True``; beta estimated at 4 and 6 Hermite elements. Printed per fit: beta's and psi's
 relative errors (psi zero-mean, grid quadrature) both ways, whether beta came from block means, whether the basis
 correction was made, and the simulated bias of ``1/beta`` in percent of ``1/beta``; then a summary per noise level.
+``--given``: beta given at the truth (psi's simulated discretisation bias,
+:func:`fpirl.uncertainty._discretisation.psi_corrected_fit`): psi's error and the share of nodes inside the 90%
+band ``potential +- q potential_std`` (psi and the truth zero-mean), both ways.
 
 Sets (independent-solver data; no setting of the correction was chosen on either):
 
@@ -64,6 +67,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--set", choices=("coarse", "cv"), default="coarse")
     ap.add_argument("--part", default="0/1", help="I/N: every N-th set from the I-th (parallel runs)")
+    ap.add_argument("--given", action="store_true", help="beta given: psi's correction")
     args = ap.parse_args()
     part, parts = map(int, args.part.split("/"))
     sets = list(_coarse_sets() if args.set == "coarse" else _cv_sets())[part::parts]
@@ -75,6 +79,10 @@ def main():
         s = DensitySnapshots(grid, times, v)
         for nh in (4, 6):
             row = dict(case=name, noise=noise, nh=nh)
+            if args.given:
+                rows.append(_given(s, beta, true, nh, row))
+                print(json.dumps({k: round(x, 3) if isinstance(x, float) else x for k, x in row.items()}), flush=True)
+                continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est = PotentialEstimator(hermite_elements=nh, estimate_beta=True).fit(s)
@@ -89,7 +97,59 @@ def main():
                                    simulated=st.get("beta_simulated"), fitted=100 * (est.beta_ / beta - 1))
             rows.append(row)
             print(json.dumps({k: round(x, 3) if isinstance(x, float) else x for k, x in row.items()}), flush=True)
-    summary(rows)
+    (summary_given if args.given else summary)(rows)
+
+
+def _given(s, beta, true, nh, row):
+    """Beta given: psi's error and band coverage before and after its discretisation correction (the shipped rule),
+    and psi's error with the correction made whatever its ``z`` (``psi_always``, with ``z``: the threshold table)."""
+    from fpirl import PotentialEstimator
+    from fpirl.uncertainty import uncertainty_and_point
+    from fpirl.uncertainty._discretisation import psi_corrected_fit
+
+    grid = s.grid
+    t = true - grid.integrate(true) / grid.integrate(np.ones_like(true))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements=nh, beta=beta).fit(s)
+        for tag, on in (("before", False), ("after", True)):
+            post, fit = uncertainty_and_point(est, "auto", s, discretisation=on)
+            v = fit.hermite_.evaluate_grid(fit.coef_, grid.coords)
+            v = v - grid.integrate(v) / grid.integrate(np.ones_like(v))
+            half = post.quantile(0.95) * post.potential_std(grid.coords)
+            row.update({f"psi_{tag}": _error(grid, fit, true), f"coverage_{tag}": float(np.mean(np.abs(v - t) <= half))})
+            if on:
+                st = getattr(fit, "settings_", {})
+                row.update(corrected=int(st.get("psi_discretisation_corrected", 0)),
+                           switched=int(st.get("time_scheme_switched", 0)))
+            else:
+                always = psi_corrected_fit(fit, post, s)
+                row.update(psi_always=None if always is None else _error(grid, always, true),
+                           z=None if always is None else always.settings_["psi_discretisation_z"])
+    return row
+
+
+def summary_given(rows):
+    print("\n| noise | fits | corrected | psi median before / after | psi mean before / after | better / worse | "
+          "band coverage before / after |")
+    print("|---|---|---|---|---|---|---|")
+    for noise in sorted({r["noise"] for r in rows}) + [None]:
+        rr = [r for r in rows if noise is None or r["noise"] == noise]
+        p0, p1 = (np.array([r[f"psi_{t}"] for r in rr]) for t in ("before", "after"))
+        c0, c1 = (np.mean([r[f"coverage_{t}"] for r in rr]) for t in ("before", "after"))
+        lab = "all" if noise is None else f"{100 * noise:.0f}%"
+        print(f"| {lab} | {len(rr)} | {np.mean([r['corrected'] for r in rr]):.2f} | {np.median(p0):.2f}% / "
+              f"{np.median(p1):.2f}% | {p0.mean():.2f}% / {p1.mean():.2f}% | {int(np.sum(p1 < p0 - 0.05))} / "
+              f"{int(np.sum(p1 > p0 + 0.05))} | {c0:.3f} / {c1:.3f} |")
+    print("\n| threshold on z (not shipped) | corrected | psi median | psi mean | better / worse than never |")
+    print("|---|---|---|---|---|")
+    p0 = np.array([r["psi_before"] for r in rows])
+    for T in (None, 0, 2, 4, 8, 16):
+        use = [T is not None and r["z"] is not None and r["z"] > T and r["corrected"] for r in rows]
+        p = np.array([r["psi_always"] if u else r["psi_before"] for r, u in zip(rows, use)])
+        lab = "never" if T is None else str(T)
+        print(f"| {lab} | {np.mean(use):.2f} | {np.median(p):.2f}% | {p.mean():.2f}% | {int(np.sum(p < p0 - 0.05))} / "
+              f"{int(np.sum(p > p0 + 0.05))} |")
 
 
 def summary(rows):
@@ -109,7 +169,8 @@ def summary(rows):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--summary":  # summary of saved JSON lines (parallel parts)
-        summary([json.loads(line) for f in sys.argv[2:] for line in open(f) if line.startswith("{")])
+    if len(sys.argv) > 1 and sys.argv[1] in ("--summary", "--summary-given"):  # saved JSON lines (parallel parts)
+        rows = [json.loads(line) for f in sys.argv[2:] for line in open(f) if line.startswith("{")]
+        (summary if sys.argv[1] == "--summary" else summary_given)(rows)
     else:
         main()

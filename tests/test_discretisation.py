@@ -12,7 +12,7 @@ from fpirl.cli import main
 from fpirl.core.hermite import HermiteSpace
 from fpirl.forward import simulate_density, von_mises_bump
 from fpirl.uncertainty import _discretisation
-from fpirl.uncertainty._discretisation import simulated_gamma_bias
+from fpirl.uncertainty._discretisation import psi_corrected_fit, simulated_gamma_bias
 
 BETA = 2.0
 
@@ -102,3 +102,33 @@ def test_fit_command_removes_the_discretisation_bias(coarse_in_time, tmp_path, c
     assert main(["fit", str(data), "-o", str(bare), *four, "--uncertainty", "none"]) == 0
     with xr.open_dataset(bare) as ds:
         assert ds.attrs["beta"] / BETA - 1 > 0.05 and "solver_beta_discretisation_corrected" not in ds.attrs
+    given = tmp_path / "given.nc"  # beta given: psi's bias removed, said and recorded
+    assert main(["fit", str(data), "-o", str(given), "--hermite-elements", "4", "--beta", str(BETA),
+                 "--no-progress"]) == 0
+    assert "psi corrected for the time step and grid" in capsys.readouterr().out
+    with xr.open_dataset(given) as ds:
+        assert ds.attrs["solver_psi_discretisation_corrected"] == 1 and ds.attrs["solver_psi_discretisation_step"] > 0.01
+
+
+def _psi_error(fit, grid, psi):
+    v = fit.hermite_.evaluate_grid(fit.coef_, grid.coords)
+    t = psi(grid.coords[0][:, None])
+    v, t = v - v.mean(), t - t.mean()
+    return float(np.linalg.norm(v - t) / np.linalg.norm(t))
+
+
+def test_psi_bias_removed_with_beta_given(coarse_in_time):
+    """Beta given (the truth): psi's simulated discretisation bias removed, the error falls by more than half
+    (observed 14.3% -> 0.4%); the settings record the step; a beta-estimated fit is left to the beta correction."""
+    psi, _ = _in_space([-2.0], [2.0], 4, False)
+    s = coarse_in_time
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = PotentialEstimator(hermite_elements=4, beta=BETA).fit(s)
+        fit = psi_corrected_fit(est, None, s)
+        estimated = PotentialEstimator(hermite_elements=4, estimate_beta=True).fit(s)
+    before, after = _psi_error(est, s.grid, psi), _psi_error(fit, s.grid, psi)
+    assert after < 0.5 * before
+    assert fit.settings_["psi_discretisation_corrected"] == 1 and fit.settings_["psi_discretisation_step"] > 0
+    assert fit is not est and np.array_equal(est.coef_, PotentialEstimator(hermite_elements=4, beta=BETA).fit(s).coef_)
+    assert psi_corrected_fit(estimated, None, s) is None

@@ -139,6 +139,9 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     rel = settings.get("ridge_relative")
     how = {"gcv": "chosen by GCV", "cv": "chosen by cross-validation"}.get(settings.get("ridge_selection"), "fixed")
     lines = [_beta_note(settings, est.beta_)] if "beta_fitted" in settings else []
+    if settings.get("psi_discretisation_corrected"):
+        lines.append(f"psi corrected for the time step and grid (the fitted model simulated and refitted): a step of "
+                     f"{100 * settings['psi_discretisation_step']:.2g}% of psi's spread on the nodes")
     share = (extra or {}).get("data_support_share")
     if share is not None and share < SUPPORT_NOTE_SHARE:
         lines.append(f"the snapshots carry mass (time-mean density >= 1e-3 of its largest) on {100 * share:.3g}% of "

@@ -18,6 +18,7 @@ from ..core._threads import one_blas_thread
 from ..core._tensor import apply_along_axes
 from ..mdp.recovery import DEFAULT_GAMMA, recover_mdp
 from ._beta_point import corrected_beta_fit
+from ._discretisation import psi_corrected_fit
 from ._time_step import keep_time_step, simpson_point
 from .estimate import BAND_QUANTILES, DEFAULT_SAMPLES, estimate_uncertainty
 
@@ -220,9 +221,11 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
     psi with beta given) stands out of the noise, the fit with Simpson's rows and its posterior instead
     (:func:`fpirl.uncertainty._time_step.simpson_point`; not with ``switch_time_scheme=False``, which ``fpirl fit``
     passes when ``--time-scheme`` was given); then, with beta estimated, the fit with beta's point estimate
-    corrected for the Hermite basis error where that correction stands out of the noise and (``discretisation``)
+    corrected for the Hermite basis error where that correction stands out of the noise, else (``discretisation``)
     for the time step and grid by a simulation at the fitted model
-    (:func:`fpirl.uncertainty._beta_point.corrected_beta_fit`; ``post`` is moved to it), else ``est``.
+    (:func:`fpirl.uncertainty._beta_point.corrected_beta_fit`), and with beta given (``discretisation``) the fit with
+    psi's simulated discretisation bias removed (:func:`fpirl.uncertainty._discretisation.psi_corrected_fit`);
+    ``post`` is moved to the fit returned, else ``est``.
     ``fpirl fit`` recovers the MDP and writes the result from ``fit``; a refit keeps how the Hermite elements
     were chosen (``hermite_cv_`` and the ``settings_`` keys ``hermite_selection``, ``hermite_cv_*``)."""
     chosen = {k: v for k, v in getattr(est, "settings_", {}).items() if k.startswith(("hermite_selection", "hermite_cv"))}
@@ -236,6 +239,8 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
         post = estimate_uncertainty(est, method, data, progress=progress)
         keep_time_step(post, first)
     better = corrected_beta_fit(est, post, data, discretisation=discretisation)
+    if better is None and discretisation:  # beta given: psi's simulated discretisation bias
+        better = psi_corrected_fit(est, post, data)
     fit = est if better is None else better
     if chosen and hasattr(fit, "settings_"):
         fit.settings_ = {**fit.settings_, **chosen}
