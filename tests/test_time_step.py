@@ -155,10 +155,14 @@ def test_beta_given_keeps_the_midpoint_fit_within_the_noise_or_above_the_size_li
                                                                                     monkeypatch):
     s, _ = coarse  # walled box at 2% noise: psi's step is within the noise (measured z = 1.6)
     est = PotentialEstimator(hermite_elements=4, beta=1.0).fit(s)
-    post, fit = uncertainty_and_point(est, "auto", s)
+    post, fit = uncertainty_and_point(est, "auto", s, discretisation=False)
     assert post.time_step_z < TIME_STEP_MIN_Z_PSI and fit is est
+    # with the simulated discretisation correction (the default) the midpoint rows stay, psi moves
+    post, fit = uncertainty_and_point(est, "auto", s)
+    assert fit.settings_["psi_discretisation_corrected"] == 1 and "time_scheme_switched" not in fit.settings_
+    assert fit.time_scheme == "midpoint" and not np.array_equal(fit.coef_, est.coef_)
     monkeypatch.setattr(time_step, "GIVEN_MAX_WORK", 0)  # too large a fit for the check: no refit, no z
     s, _ = double_well
     est = PotentialEstimator(hermite_elements=4, beta=2.0).fit(s)
-    post, fit = uncertainty_and_point(est, "auto", s)
+    post, fit = uncertainty_and_point(est, "auto", s, discretisation=False)
     assert post.time_step_z is None and fit is est
