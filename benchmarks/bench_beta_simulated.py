@@ -129,15 +129,23 @@ def _given(s, beta, true, nh, row):
     return row
 
 
+def _by_noise(rows):
+    """``(label, rows)`` per noise level, then all rows."""
+    for noise in sorted({r["noise"] for r in rows}) + [None]:
+        yield ("all" if noise is None else f"{100 * noise:.0f}%"), [r for r in rows if noise is None or r["noise"] == noise]
+
+
+def _pair(rows, key, f=np.array):
+    """``f`` of the rows' ``key_before`` and of their ``key_after``."""
+    return tuple(f([r[f"{key}_{t}"] for r in rows]) for t in ("before", "after"))
+
+
 def summary_given(rows):
     print("\n| noise | fits | corrected | psi median before / after | psi mean before / after | better / worse | "
           "band coverage before / after |")
     print("|---|---|---|---|---|---|---|")
-    for noise in sorted({r["noise"] for r in rows}) + [None]:
-        rr = [r for r in rows if noise is None or r["noise"] == noise]
-        p0, p1 = (np.array([r[f"psi_{t}"] for r in rr]) for t in ("before", "after"))
-        c0, c1 = (np.mean([r[f"coverage_{t}"] for r in rr]) for t in ("before", "after"))
-        lab = "all" if noise is None else f"{100 * noise:.0f}%"
+    for lab, rr in _by_noise(rows):
+        (p0, p1), (c0, c1) = _pair(rr, "psi"), _pair(rr, "coverage", np.mean)
         print(f"| {lab} | {len(rr)} | {np.mean([r['corrected'] for r in rr]):.2f} | {np.median(p0):.2f}% / "
               f"{np.median(p1):.2f}% | {p0.mean():.2f}% / {p1.mean():.2f}% | {int(np.sum(p1 < p0 - 0.05))} / "
               f"{int(np.sum(p1 > p0 + 0.05))} | {c0:.3f} / {c1:.3f} |")
@@ -156,13 +164,9 @@ def summary(rows):
     print("\n| noise | fits | corrected | beta median abs error before / after | within 3% before / after | "
           "mean abs before / after | psi median before / after | covers before / after |")
     print("|---|---|---|---|---|---|---|---|")
-    for noise in sorted({r["noise"] for r in rows}) + [None]:
-        rr = [r for r in rows if noise is None or r["noise"] == noise]
-        b0, b1 = (np.abs([r[f"beta_{t}"] for r in rr]) for t in ("before", "after"))
-        p0, p1 = (np.array([r[f"psi_{t}"] for r in rr]) for t in ("before", "after"))
-        c0, c1 = (np.mean([r[f"covers_{t}"] for r in rr]) for t in ("before", "after"))
+    for lab, rr in _by_noise(rows):
+        (b0, b1), (p0, p1), (c0, c1) = _pair(rr, "beta", np.abs), _pair(rr, "psi"), _pair(rr, "covers", np.mean)
         cor = np.mean([r["simulated"] is not None for r in rr])
-        lab = "all" if noise is None else f"{100 * noise:.0f}%"
         print(f"| {lab} | {len(rr)} | {cor:.2f} | {np.median(b0):.2f}% / {np.median(b1):.2f}% | "
               f"{np.mean(b0 <= 3):.2f} / {np.mean(b1 <= 3):.2f} | {b0.mean():.2f}% / {b1.mean():.2f}% | "
               f"{np.median(p0):.2f}% / {np.median(p1):.2f}% | {c0:.2f} / {c1:.2f} |")
