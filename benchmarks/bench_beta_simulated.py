@@ -123,7 +123,7 @@ def _given(s, beta, true, nh, row):
                 row.update(corrected=int(st.get("psi_discretisation_corrected", 0)),
                            switched=int(st.get("time_scheme_switched", 0)))
             else:
-                always = psi_corrected_fit(fit, post, s)
+                always = psi_corrected_fit(fit, post, s, min_z=0.0)
                 row.update(psi_always=None if always is None else _error(grid, always, true),
                            z=None if always is None else always.settings_["psi_discretisation_z"])
     return row
@@ -152,7 +152,7 @@ def summary_given(rows):
     print("\n| threshold on z (not shipped) | corrected | psi median | psi mean | better / worse than never |")
     print("|---|---|---|---|---|")
     p0 = np.array([r["psi_before"] for r in rows])
-    for T in (None, 0, 2, 4, 8, 16):
+    for T in (None, 0, 0.5, 1, 2, 4, 8, 16):
         use = [T is not None and r["z"] is not None and r["z"] > T and r["corrected"] for r in rows]
         p = np.array([r["psi_always"] if u else r["psi_before"] for r, u in zip(rows, use)])
         lab = "never" if T is None else str(T)

@@ -94,7 +94,15 @@ def simulated_gamma_bias(inner: PotentialEstimator, snapshots: DensitySnapshots)
     return 1.0 / beta_sim - 1.0 / float(inner.beta_), beta_sim
 
 
-def psi_corrected_fit(est, post, snapshots):
+#: Beta given: psi's correction is not made where its step is below this many noise standard deviations of psi on the
+#: nodes (:func:`fpirl.uncertainty._time_step.psi_step_z`): there it cannot be told from the noise. Measured on the
+#: 168 fits of ``benchmarks/bench_beta_simulated.py --given``: neutral (medians unchanged, 7 fewer losses and 5 fewer
+#: gains than no threshold; thresholds of 1 and more cost gains); it keeps the correction off data that are mostly
+#: noise (a 2-D histogram of 40 particles per snapshot: a step of 45% of psi's spread at z = 0.27).
+PSI_MIN_Z = 0.5
+
+
+def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z):
     r"""Beta given: the density fit with psi's simulated discretisation bias removed,
     ``theta_corrected = theta - (theta_sim - theta)`` (module doc; ``theta_sim`` from :func:`simulated_refit`, the
     same zero-mean gauge).
@@ -104,10 +112,12 @@ def psi_corrected_fit(est, post, snapshots):
     est : PotentialEstimator (or an estimator wrapping one as ``estimator_``)
         Fitted with beta given.
     post : CoefficientPosterior or None
-        Its posterior; moved in place to the corrected coefficients (``mean``; the spread is kept), and the step's
-        size in its noise standard deviations recorded (``psi_discretisation_z``, not used to decide).
+        Its posterior; moved in place to the corrected coefficients (``mean``; the spread is kept). Without one the
+        step's size against the noise is not known and the correction is made.
     snapshots : DensitySnapshots
         The fitted data.
+    min_z : float
+        The step must reach this many noise standard deviations of psi on the nodes (:data:`PSI_MIN_Z`).
 
     Returns
     -------
@@ -115,8 +125,8 @@ def psi_corrected_fit(est, post, snapshots):
         A copy of the fit with the corrected ``coef_`` (its ``residual_`` stays the least-squares fit's) and
         ``settings_`` keys ``psi_discretisation_corrected = 1``, ``psi_discretisation_step`` (the correction's
         root mean square over the nodes, relative to psi's) and ``psi_discretisation_z`` (the step in noise standard
-        deviations, where there is a posterior), or None where there is no simulation or the fit has fewer nodes
-        than coefficients. There the ridge, not the data, fixes part of psi; the refit of the simulated snapshots
+        deviations, where there is a posterior), or None where there is no simulation, the step is below ``min_z``
+        or the fit has fewer nodes than coefficients. There the ridge, not the data, fixes part of psi; the refit of the simulated snapshots
         shrinks that part again, and removing the "bias" would undo the regularisation (measured: a 3-D walled fit
         of 12^3 nodes and 2,744 coefficients at 5% noise went from 7.8% to 23.9% psi error).
     """
@@ -132,6 +142,8 @@ def psi_corrected_fit(est, post, snapshots):
     theta = np.asarray(inner.coef_, dtype=float)
     step = hermite.remove_mean(theta - np.asarray(refit.coef_, dtype=float).reshape(theta.shape))
     z = None if post is None else psi_step_z(post, step.ravel(), grid)
+    if z is not None and not z >= min_z:
+        return None
     fit = copy.copy(inner)
     fit.coef_ = theta + step
     on_nodes = [hermite.evaluate_grid(c, grid.coords) for c in (step, theta)]
