@@ -1,5 +1,6 @@
 r"""beta's point estimate corrected for the Hermite basis error where the correction stands out of the noise
-(issue 20, seventh pass; used by ``fpirl fit``).
+(issue 20, seventh pass; used by ``fpirl fit``), else for the discretisation bias simulated at the fitted model
+(:mod:`fpirl.uncertainty._discretisation`).
 
 With beta estimated, the part of ``grad psi`` the Hermite space cannot represent biases ``gamma = 1/beta``
 (docs/method.md, "Beta and the basis error"). The posterior's ``beta_corrected`` (Richardson's rule over the

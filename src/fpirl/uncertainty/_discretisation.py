@@ -41,6 +41,7 @@ from ..core.density import DensitySnapshots
 from ..estimators.identify import PotentialEstimator
 from ..forward.pde import default_resolution, simulate_density
 from ._bootstrap import refit_params
+from ._resolution import _nodal_energy
 from ._snapshot_noise import _density_estimator
 from ._time_step import psi_step_z
 
@@ -125,12 +126,13 @@ def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z):
         A copy of the fit with the corrected ``coef_`` (its ``residual_`` stays the least-squares fit's) and
         ``settings_`` keys ``psi_discretisation_corrected = 1``, ``psi_discretisation_step`` (the correction's
         root mean square over the nodes, relative to psi's) and ``psi_discretisation_z`` (the step in noise standard
-        deviations, where there is a posterior), or None where there is no simulation, the step is below ``min_z``
-        or the fit has fewer nodes than coefficients. There the ridge, not the data, fixes part of psi; the refit of the simulated snapshots
-        shrinks that part again, and removing the "bias" would undo the regularisation (measured: a 3-D walled fit
-        of 12^3 nodes and 2,744 coefficients at 5% noise went from 7.8% to 23.9% psi error).
+        deviations, where there is a posterior), or None where beta was estimated, there is no simulation, the step
+        is below ``min_z``, or the fit has fewer nodes than coefficients. There the ridge, not the data, fixes part of
+        psi; the refit of the simulated snapshots shrinks that part again, and removing the "bias" would undo the
+        regularisation (measured: a 3-D walled fit of 12^3 nodes and 2,744 coefficients at 5% noise went from 7.8% to
+        23.9% psi error).
     """
-    if not isinstance(snapshots, DensitySnapshots) or (post is not None and post.beta_estimated):
+    if not isinstance(snapshots, DensitySnapshots):
         return None
     inner = _density_estimator(est)
     if inner.estimate_beta or snapshots.grid.size < inner.hermite_.n_coef:
@@ -146,10 +148,9 @@ def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z):
         return None
     fit = copy.copy(inner)
     fit.coef_ = theta + step
-    on_nodes = [hermite.evaluate_grid(c, grid.coords) for c in (step, theta)]
-    rms = [float(np.sqrt(grid.integrate((v - grid.integrate(v) / grid.volume) ** 2))) for v in on_nodes]
+    energy = [_nodal_energy(c.ravel(), hermite, grid) for c in (step, theta)]  # zero-mean, summed over the nodes
     fit.settings_ = {**inner.settings_, "psi_discretisation_corrected": 1,
-                     "psi_discretisation_step": rms[0] / rms[1] if rms[1] > 0 else float("inf"),
+                     "psi_discretisation_step": float(np.sqrt(energy[0] / energy[1])) if energy[1] > 0 else float("inf"),
                      **({} if z is None else {"psi_discretisation_z": z})}
     if post is not None:
         post.mean = np.asarray(fit.coef_, dtype=float).ravel()
