@@ -84,3 +84,24 @@ class CliRunner:
 @pytest.fixture
 def cli(capsys):
     return CliRunner(capsys)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _small_figures():
+    """Figures are drawn in full (every artist, colour bar and label) but rasterised at a low resolution: the tests
+    check what is drawn and that the file is written, not the pixel count, and a 100-dpi PNG costs most of the
+    time of the tests that make figures."""
+    from matplotlib.figure import Figure
+
+    savefig = Figure.savefig
+
+    def small(self, *args, dpi=None, **kwargs):
+        return savefig(self, *args, dpi=TEST_DPI, **kwargs)
+
+    Figure.savefig = small
+    yield
+    Figure.savefig = savefig
+
+
+#: the resolution of every figure the tests write (see ``_small_figures``)
+TEST_DPI = 30

@@ -15,6 +15,7 @@ from fpirl.forward import (
     simulate_density,
     von_mises_bump,
 )
+from fpirl.forward.finite_volume import _talbot_rule, talbot_nodes
 
 TWO_PI = 2.0 * np.pi
 
@@ -301,6 +302,41 @@ def test_finite_volume_rational_and_expm_agree_with_strong_drift():
     a = FiniteVolumeSolver(lo, hi, [33, 41], psi, 10.0, method="rational").solve(init, [0.002, 0.02, 0.2])
     b = FiniteVolumeSolver(lo, hi, [33, 41], psi, 10.0, method="expm").solve(init, [0.002, 0.02, 0.2])
     assert np.max(np.abs(a - b)) < 1e-11 * b.max()
+
+
+@pytest.mark.parametrize("rtol", [1e-4, 1e-6, 1e-8, 1e-10, 1e-12])
+def test_talbot_rule_with_fewer_nodes_is_within_its_tolerance(rtol):
+    """The rule chosen for ``rtol`` approximates exp on (-inf, 0] within ``rtol`` (sup over a fine grid of [-50, 0] and
+    a log grid to -1e6), with fewer nodes for a looser tolerance, and is exact at 0 (mass)."""
+    n = talbot_nodes(rtol)
+    x = -np.concatenate([np.linspace(0.0, 50.0, 20001), np.logspace(-3, 6, 2000)])
+    z, w = _talbot_rule(n)
+    err = np.abs(np.sum((w[:, None] / (z[:, None] - x[None])).real, axis=0) - np.exp(x))
+    assert err.max() <= rtol and err[0] < 1e-14
+    assert talbot_nodes(10 * rtol) <= n < talbot_nodes(None) == 28
+    assert err.max() > rtol / 1e4  # not needlessly many: within about two nodes of the tolerance
+
+
+def test_finite_volume_with_a_loose_tolerance_agrees_to_it():
+    """``L`` is self-adjoint in the inner product weighted by ``volume / pi`` (``pi`` its equilibrium): there the
+    scalar rule's error ``rtol`` bounds each interval's error, so after three intervals the error is within 3 rtol
+    of the initial density's norm; pointwise it is larger by the non-normality (here beta range(psi) ~ 90)."""
+    psi = lambda x: 3.0 * box_psi(x)  # noqa: E731
+    lo, hi = [0.0, 0.0], [1.0, 1.5]
+    init, times = gauss_bump([0.5, 0.5], 0.15), [0.02, 0.04, 0.2]
+    exact_solver = FiniteVolumeSolver(lo, hi, [33, 41], psi, 10.0, method="rational")
+    exact = exact_solver.solve(init, times)
+    loose = FiniteVolumeSolver(lo, hi, [33, 41], psi, 10.0, method="rational", rtol=1e-8)
+    weight = loose.volumes / loose.equilibrium()
+
+    def norm(v):
+        return np.sqrt(np.sum(weight * v**2, axis=(-2, -1)))
+
+    p0 = init(exact_solver.mesh())
+    err = norm(loose.solve(init, times) - exact) / norm(p0)
+    assert np.all(err <= 1e-8 * np.arange(1, 4)) and err[0] > 1e-13  # (the error decays with the modes)
+    assert len(loose._talbot[0]) == 8  # 16 nodes: 8 factorisations instead of 14
+    assert len(loose._talbot[0]) == 8  # 16 nodes: 8 factorisations instead of 14
 
 
 # ============================================================================================

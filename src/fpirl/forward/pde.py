@@ -152,6 +152,7 @@ def simulate_density(
     resolution=None,
     progress: bool = False,
     max_step=None,
+    rtol=None,
 ) -> np.ndarray:
     """Solve eq. ``fokker_planck_eq`` accurately and return the density on ``grid``'s nodes.
 
@@ -188,6 +189,9 @@ def simulate_density(
     max_step : float, optional
         Internal step of the spectral solver (default: its CFL-based choice); ignored by the FV
         solver, which is exact in time.
+    rtol : float, optional
+        Accuracy of the finite-volume solver's exponential in time (default ~1e-14; a looser one takes fewer
+        factorisations, :func:`fpirl.forward.finite_volume.talbot_nodes`); ignored by the spectral solver.
 
     Returns
     -------
@@ -201,7 +205,7 @@ def simulate_density(
     if grid.periodic:
         solver: _ForwardSolver = SpectralSolver(grid.lower, grid.upper, res, gradient, beta, max_step=max_step)
     else:
-        solver = FiniteVolumeSolver(grid.lower, grid.upper, res, potential, beta)
+        solver = FiniteVolumeSolver(grid.lower, grid.upper, res, potential, beta, rtol=rtol)
     mats = solver.evaluation_matrices(grid.coords)
     if not callable(initial):
         initial = _nodal_initial(grid, solver, initial)
