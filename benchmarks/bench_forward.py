@@ -5,7 +5,9 @@ Run: ``python benchmarks/bench_forward.py [--points 24 32] [--snapshots 50]``.
 ``--walls2d [--busy]`` (issue 20, sixteenth pass): the 2-D walled test data of ``tests/_simdensity.py``
 (``[-3, 3]^2``, beta 1, 25 snapshots 0.2 apart, 141^2 finite-volume points: 14 complex sparse LU factorisations and
 336 solves), three runs; ``--busy`` keeps one core busy with another process meanwhile (a shared machine). Compare
-trees with ``PYTHONPATH=OTHER/src``.
+trees with ``PYTHONPATH=OTHER/src``. ``--walls2d --rtol 1e-8`` (issue 20, twenty-third pass) alternates the default
+exponential (28 Talbot nodes) with the looser one (``FiniteVolumeSolver(rtol=...)``), and prints the largest
+difference relative to the density's maximum.
 
 4-D periodic case: box [0, 2 pi]^4, beta = 5, dt = 0.02, psi a sum of a few trigonometric
 terms with max |grad psi| ~ 3, von Mises initial bump. Reports wall time, number of IF-RK4 steps,
@@ -53,9 +55,10 @@ def main():
     ap.add_argument("--simulate", type=int, nargs="*", default=[], help="time simulate_density on N^4-element grids")
     ap.add_argument("--walls2d", action="store_true", help="time the 2-D walled finite-volume run of the tests")
     ap.add_argument("--busy", action="store_true", help="with --walls2d: one core kept busy by another process")
+    ap.add_argument("--rtol", type=float, default=None, help="with --walls2d: also time the solver at this rtol")
     args = ap.parse_args()
     if args.walls2d:
-        return walls_2d(args.busy)
+        return walls_2d(args.busy, args.rtol)
     lo, hi = np.zeros(4), np.full(4, 2 * np.pi)
     times = args.dt * np.arange(args.snapshots + 1)
     init = von_mises_bump(lo, hi, [1.0, 2.0, 3.0, 4.0], 2.0)
@@ -96,8 +99,9 @@ def _spin(stop):
         pass
 
 
-def walls_2d(busy: bool) -> None:
-    """Three runs of the 2-D walled finite-volume data (module doc), wall seconds each."""
+def walls_2d(busy: bool, rtol=None) -> None:
+    """Three runs of the 2-D walled finite-volume data (module doc), wall seconds each (``rtol``: each run also at
+    that accuracy, and the difference)."""
     import multiprocessing as mp
 
     w = np.pi / 3
@@ -114,11 +118,15 @@ def walls_2d(busy: bool) -> None:
         spinner.start()
     try:
         for _ in range(3):
-            t0 = time.perf_counter()
-            s = FiniteVolumeSolver(grid.lower, grid.upper, 141, psi, 1.0)
-            out = s.solve(von_mises_bump(grid.lower, grid.upper, [0.9, -1.2], 1.0), times)
-            print(f"walls 2-D, 141^2 points, 25 snapshots{' (one core busy)' if busy else ''}: "
-                  f"{time.perf_counter() - t0:.2f} s, mass err {abs(s.mass(out) - 1).max():.1e}", flush=True)
+            ref = None
+            for tol in (None,) if rtol is None else (None, rtol):
+                t0 = time.perf_counter()
+                s = FiniteVolumeSolver(grid.lower, grid.upper, 141, psi, 1.0, rtol=tol)
+                out = s.solve(von_mises_bump(grid.lower, grid.upper, [0.9, -1.2], 1.0), times)
+                diff = "" if ref is None else f", max |diff| / max {np.abs(out - ref).max() / ref.max():.1e}"
+                ref = out if ref is None else ref
+                print(f"walls 2-D, 141^2 points, 25 snapshots{' (one core busy)' if busy else ''}, rtol {tol}: "
+                      f"{time.perf_counter() - t0:.2f} s, mass err {abs(s.mass(out) - 1).max():.1e}{diff}", flush=True)
     finally:
         stop.set()
         if spinner:
