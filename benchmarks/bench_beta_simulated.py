@@ -7,7 +7,8 @@ Each fit goes through ``uncertainty_and_point(est, 'auto', s)`` (what ``fpirl fi
 snapshot-noise posterior, the Simpson switch, the basis correction) twice, with ``discretisation=False`` (the
 previous default) and ``True``; beta estimated at 4 and 6 Hermite elements. Printed per fit: beta's and psi's
 relative errors (psi zero-mean, grid quadrature) both ways, whether beta came from block means, whether the basis
-correction was made, and the simulated bias of ``1/beta`` in percent of ``1/beta``; then a summary per noise level.
+correction was made, beta fitted to the simulated snapshots (``simulated``) and the simulated bias in noise standard
+deviations of ``1/beta`` (``z_sim``); then a summary per noise level.
 ``--given``: beta given at the truth (psi's simulated discretisation bias,
 :func:`fpirl.uncertainty._discretisation.psi_corrected_fit`): psi's error and the share of nodes inside the 90%
 band ``potential +- q potential_std`` (psi and the truth zero-mean), both ways.
@@ -94,7 +95,8 @@ def main():
                     st = getattr(fit, "settings_", {})
                     if on:
                         row.update(block=int(getattr(est, "beta_coarsening_", 1)), basis=int(st.get("beta_basis_corrected", 0)),
-                                   simulated=st.get("beta_simulated"), fitted=100 * (est.beta_ / beta - 1))
+                                   simulated=st.get("beta_simulated"), fitted=100 * (est.beta_ / beta - 1),
+                                   z_sim=st.get("beta_discretisation_z"))
             rows.append(row)
             print(json.dumps({k: round(x, 3) if isinstance(x, float) else x for k, x in row.items()}), flush=True)
     (summary_given if args.given else summary)(rows)

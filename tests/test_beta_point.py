@@ -86,6 +86,9 @@ def test_the_discretisation_bias_is_removed_where_the_basis_correction_is_not_ma
     st = only.settings_
     assert "beta_basis_corrected" not in st and st["beta_discretisation_corrected"] == 1
     assert 1 / only.beta_ == pytest.approx(2 / est2.beta_ - 1 / st["beta_simulated"])
+    # its size in noise standard deviations of 1/beta: the noise alone is less than the whole spread of gamma
+    bias = abs(1 / st["beta_simulated"] - 1 / est2.beta_)
+    assert np.isfinite(st["beta_discretisation_z"]) and st["beta_discretisation_z"] >= bias / post2.gamma_std() > 0
     assert abs(only.beta_ / BETA - 1) < abs(est2.beta_ / BETA - 1)
     lo, hi = post2.beta_interval()
     assert lo <= only.beta_ <= hi and post2.gamma == pytest.approx(1 / only.beta_)

@@ -93,9 +93,10 @@ def test_fit_command_removes_the_discretisation_bias(coarse_in_time, tmp_path, c
     write_density(data, DensitySnapshots(s.grid, s.times, noisy))
     four = ["--hermite-elements", "4", "--estimate-beta", "--no-progress"]
     assert main(["fit", str(data), "-o", str(out), *four]) == 0
-    assert "the time step and grid" in capsys.readouterr().out
+    printed = capsys.readouterr().out
     with xr.open_dataset(out) as ds:
         a = ds.attrs
+        assert "the time step and grid" in printed and f"{a['solver_beta_discretisation_z']:.3g} noise standard" in printed
         assert a["solver_beta_discretisation_corrected"] == 1 and "solver_beta_basis_corrected" not in a
         assert abs(a["beta"] / BETA - 1) < 0.015 and a["solver_beta_fitted"] / BETA - 1 > 0.05
         assert a["beta_lower"] <= a["beta"] <= a["beta_upper"]

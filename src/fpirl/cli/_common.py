@@ -127,7 +127,9 @@ def _beta_note(settings: dict, beta: float) -> str:
     if settings.get("beta_basis_corrected"):
         what.append(f"the Hermite basis error (a step of {settings['beta_correction_z']:.3g} noise standard deviations)")
     if settings.get("beta_discretisation_corrected"):
-        what.append(f"the time step and grid (the fitted model simulated and refitted gave beta {settings['beta_simulated']:.6g})")
+        z = settings.get("beta_discretisation_z")
+        what.append(f"the time step and grid (the fitted model simulated and refitted gave beta {settings['beta_simulated']:.6g}"
+                    + ("" if z is None else f"; a bias of {z:.3g} noise standard deviations of 1/beta") + ")")
     return f"beta corrected for {' and for '.join(what)}: fitted {settings['beta_fitted']:.6g}, psi refitted at {beta:.6g}"
 
 

@@ -41,6 +41,7 @@ from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
 from ._discretisation import simulated_gamma_bias
 from ._snapshot_noise import _density_estimator
+from ._time_step import noise_sd_gamma
 
 #: Settings of a fit that replaced the midpoint fit by its Simpson refit
 #: (:func:`fpirl.uncertainty._time_step.simpson_point`), carried into the basis-corrected refit.
@@ -78,8 +79,9 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     PotentialEstimator or None
         The refit at the fit's ridge (``settings_`` records how that ridge was chosen, ``beta_estimated = 1``,
         ``beta_fitted``, ``beta_correction_z``; ``beta_basis_corrected = 1`` where the basis correction was made;
-        ``beta_discretisation_corrected = 1`` and ``beta_simulated``, beta fitted to the simulated snapshots,
-        where the discretisation bias was removed), or None where there is no correction.
+        ``beta_discretisation_corrected = 1``, ``beta_simulated`` (beta fitted to the simulated snapshots) and
+        ``beta_discretisation_z`` (the bias in noise standard deviations of ``1/beta``) where the discretisation bias
+        was removed), or None where there is no correction.
     """
     if post is None or not post.beta_estimated or not isinstance(snapshots, DensitySnapshots):
         return None
@@ -92,7 +94,11 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     simulated = simulated_gamma_bias(inner, snapshots) if discretisation and not basis else None
     if simulated is not None and gamma - simulated[0] <= 0:  # a bias as large as gamma: not a small correction
         simulated = None
+    # the bias in noise standard deviations of gamma, recorded (no threshold: module doc of _discretisation)
+    z_sim = None
     if simulated is not None:
+        sd = noise_sd_gamma(post)
+        z_sim = float(abs(simulated[0]) / sd) if sd > 0 else float("inf")
         gamma -= simulated[0]
     if not basis and simulated is None:
         return None
@@ -103,7 +109,7 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
         refit = PotentialEstimator(**params).fit(snapshots, _moments=getattr(inner, "_moments", None))
     more = {"beta_basis_corrected": 1} if basis else {}
     if simulated is not None:
-        more.update(beta_discretisation_corrected=1, beta_simulated=float(simulated[1]))
+        more.update(beta_discretisation_corrected=1, beta_simulated=float(simulated[1]), beta_discretisation_z=z_sim)
     refit.settings_ = {**refit.settings_, "ridge_selection": inner.settings_.get("ridge_selection", "fixed"),
                        "beta_estimated": 1, "beta_noise_corrected": inner.settings_.get("beta_noise_corrected", 0),
                        "beta_coarsening": int(getattr(inner, "beta_coarsening_", 1)), **more,
