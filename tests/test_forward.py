@@ -465,5 +465,8 @@ def test_bad_inputs_raise():
         FiniteVolumeSolver([0.0], [1.0], 9, lambda x: np.full(x.shape[:-1], np.nan), 1.0)
     with pytest.raises(FpirlInputError):
         FiniteVolumeSolver([0.0], [1.0], 9, box_psi, 1.0, method="euler")
+    for rtol in (0.0, -1e-8, float("nan")):
+        with pytest.raises(FpirlInputError, match="rtol"):
+            FiniteVolumeSolver([0.0], [1.0], 9, box_psi, 1.0, rtol=rtol)
     with pytest.raises(FpirlInputError):
         SpectralSolver([1.0], [0.0], 16, trig_grad, 1.0)
