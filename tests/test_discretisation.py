@@ -101,12 +101,15 @@ def test_fit_command_removes_the_discretisation_bias(coarse_in_time, tmp_path, c
         assert abs(a["beta"] / BETA - 1) < 0.015 and a["solver_beta_fitted"] / BETA - 1 > 0.05
         assert a["beta_lower"] <= a["beta"] <= a["beta_upper"]
     assert main(["fit", str(data), "-o", str(bare), *four, "--uncertainty", "none"]) == 0
+    printed = capsys.readouterr().out
+    assert "no posterior" in printed and "without the corrections" in printed
     with xr.open_dataset(bare) as ds:
         assert ds.attrs["beta"] / BETA - 1 > 0.05 and "solver_beta_discretisation_corrected" not in ds.attrs
     given = tmp_path / "given.nc"  # beta given: psi's bias removed, said and recorded
     assert main(["fit", str(data), "-o", str(given), "--hermite-elements", "4", "--beta", str(BETA),
                  "--no-progress"]) == 0
-    assert "psi corrected for the time step and grid" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "psi corrected for the time step and grid" in printed and "no posterior" not in printed
     with xr.open_dataset(given) as ds:
         assert ds.attrs["solver_psi_discretisation_corrected"] == 1 and ds.attrs["solver_psi_discretisation_step"] > 0.01
 

@@ -179,6 +179,10 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
         lines.append(f"Q-value, policy and reward not computed: the data have no {missing} axis (axes: {axes}); "
                      "the MDP needs at least one state and one action axis (the potential psi is in the result)")
     extra = extra or {}
+    if extra.get("source_kind") == "density" and extra.get("uncertainty") == "none":
+        lines.append("no posterior (--uncertainty none, or one skipped): beta and psi are the least-squares fit's, "
+                     "without the corrections a posterior brings (beta's for the Hermite basis error; beta's, or psi's "
+                     "with beta given, for the time step and grid)")
     if extra.get("uncertainty_noise") in ("multiplicative", "additive") and extra.get("uncertainty_resolution") == 0:
         lines.append("potential_std and the bands leave out the grid's discretisation error: no second FE grid "
                      "was fitted (an axis with fewer than 4 elements; or too few nodes per Hermite element to "
