@@ -45,6 +45,11 @@ Run:  .venv/bin/python benchmarks/bench_uncertainty.py [--quick] [--scheduler lo
    at 4 and 6 Hermite elements by plain least squares (``correct_noise=False``) and by the default
    corrected least squares (:mod:`fpirl.weakform.noise_bias`); the posterior's beta interval
    (``posterior(est, s).beta_interval()``) and whether it covers 4.
+9. Beta estimated on coarse 4-D grids (``--only beta-4d``, issue 20, twenty-third pass): the 4-D data of part 5
+   (``fp``: spectral solver on 16^4 points, beta = 5) on 8^4, 10^4 and 12^4 nodes, 20 snapshots, noise-free and 2%
+   multiplicative noise, ``fpirl fit --estimate-beta`` with its defaults (in-process): beta, its interval, whether it
+   covers 5, whether the intervals hold the grid's discretisation error (``uncertainty_resolution``), and the wall
+   time.
 """
 
 import argparse
@@ -407,6 +412,33 @@ def _state_action_file(path, d, n, n_times, data="smooth"):
     write_density(path, snaps)
 
 
+def beta_4d():
+    import tempfile
+
+    import xarray as xr
+
+    from fpirl.cli import main as cli
+    from fpirl.io.netcdf import write_density
+
+    print("| nodes | noise | beta | error | 90% interval | covers 5 | uncertainty_resolution | basis corrected | wall s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (8, 10, 12):
+            for noise in (0.0, 0.02):
+                path, out = os.path.join(tmp, "d.nc"), os.path.join(tmp, "r.nc")
+                write_density(path, _fp_snapshots(4, n, 20, points=16, noise=noise, names=("s0", "s1", "a0", "a1"),
+                                                  roles=("state", "state", "action", "action")))
+                t0 = time.perf_counter()
+                assert cli(["fit", path, "-o", out, "--estimate-beta", "--no-progress"]) == 0
+                wall = time.perf_counter() - t0
+                with xr.open_dataset(out) as ds:
+                    a = dict(ds.attrs)
+                b, lo, hi = a["beta"], a["beta_lower"], a["beta_upper"]
+                print(f"| {n}^4 | {100 * noise:.0f}% | {b:.4f} | {100 * (b / 5 - 1):+.1f}% | [{lo:.3f}, {hi:.3f}] | "
+                      f"{'yes' if lo <= 5 <= hi else 'NO'} | {a.get('uncertainty_resolution')} | "
+                      f"{a.get('solver_beta_basis_corrected', 0)} | {wall:.1f} |", flush=True)
+
+
 def _child(kind, args):
     """One measured step in this (fresh) process: prints wall seconds and peak RSS (GB) as JSON."""
     import json
@@ -540,7 +572,7 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--scheduler", metavar="local|tcp://HOST:PORT", help="run the calibration sets as Dask tasks")
     ap.add_argument("--only", choices=("calibration", "beta", "cost", "snapshot", "default", "basis", "bare",
-                                       "beta-noise"), help="run one part")
+                                       "beta-noise", "beta-4d"), help="run one part")
     ap.add_argument("--before", metavar="SRC", help="--only bare: also time the fpirl source tree at SRC")
     ap.add_argument("--rounds", type=int, default=2, help="--only bare: rounds")
     ap.add_argument("--dims", default="4", help="dimensions of the default-vs-bare part (4 and/or 5)")
@@ -574,4 +606,6 @@ if __name__ == "__main__":
         default_vs_bare([int(v) for v in args.dims.split(",")], args.data)
     if args.only == "bare":
         bare_vs_gemm(args.before, args.rounds, args.data)
+    if args.only == "beta-4d":
+        beta_4d()
     print("load average:", os.getloadavg())
