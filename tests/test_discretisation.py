@@ -98,6 +98,7 @@ def test_fit_command_removes_the_discretisation_bias(coarse_in_time, tmp_path, c
         a = ds.attrs
         assert "the time step and grid" in printed and f"{a['solver_beta_discretisation_z']:.3g} noise standard" in printed
         assert a["solver_beta_discretisation_corrected"] == 1 and "solver_beta_basis_corrected" not in a
+        assert "beta_discretisation_simulated" not in a
         assert abs(a["beta"] / BETA - 1) < 0.015 and a["solver_beta_fitted"] / BETA - 1 > 0.05
         assert a["beta_lower"] <= a["beta"] <= a["beta_upper"]
     assert main(["fit", str(data), "-o", str(bare), *four, "--uncertainty", "none"]) == 0
@@ -112,6 +113,23 @@ def test_fit_command_removes_the_discretisation_bias(coarse_in_time, tmp_path, c
     assert "psi corrected for the time step and grid" in printed and "no posterior" not in printed
     with xr.open_dataset(given) as ds:
         assert ds.attrs["solver_psi_discretisation_corrected"] == 1 and ds.attrs["solver_psi_discretisation_step"] > 0.01
+
+
+def test_fit_command_says_when_the_simulation_is_over_the_size_limit(coarse_in_time, tmp_path, capsys, monkeypatch):
+    """Where beta's discretisation bias would be simulated but the simulation is over the size limit (most 4-D grids;
+    here the limit lowered), beta stays the fitted one, the attr ``beta_discretisation_simulated = 0`` is written and
+    a line says that beta and its interval leave that bias out."""
+    data, out = tmp_path / "d.nc", tmp_path / "r.nc"
+    s = coarse_in_time
+    noisy = np.clip(s.values * (1 + 0.02 * np.random.default_rng(1).standard_normal(s.values.shape)), 0, None)
+    write_density(data, DensitySnapshots(s.grid, s.times, noisy))
+    monkeypatch.setattr(_discretisation, "MAX_SIMULATION_WORK", 100)
+    assert main(["fit", str(data), "-o", str(out), "--hermite-elements", "4", "--estimate-beta", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "was not simulated and removed" in printed and "give --beta" in printed
+    with xr.open_dataset(out) as ds:
+        assert ds.attrs["beta_discretisation_simulated"] == 0 and "solver_beta_discretisation_corrected" not in ds.attrs
+        assert ds.attrs["beta"] / BETA - 1 > 0.05  # the fitted beta (+7.7%, as without the correction)
 
 
 def _psi_error(fit, grid, psi):

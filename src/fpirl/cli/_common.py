@@ -183,6 +183,11 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
         lines.append("no posterior (--uncertainty none, or one skipped): beta and psi are the least-squares fit's, "
                      "without the corrections a posterior brings (beta's for the Hermite basis error; beta's, or psi's "
                      "with beta given, for the time step and grid)")
+    if extra.get("beta_discretisation_simulated") == 0:
+        lines.append("beta's time-step and grid bias was not simulated and removed (the simulation would exceed "
+                     "4e6 solver points x snapshots, as on most 4-D grids): beta and its interval leave that bias out, "
+                     "which on coarse 4-D grids was measured at 4-9% of beta, beyond the interval (docs/benchmarks.md, "
+                     "'Issue 20, twenty-third pass'); give --beta, or fit a finer grid")
     if extra.get("uncertainty_noise") in ("multiplicative", "additive") and extra.get("uncertainty_resolution") == 0:
         lines.append("potential_std and the bands leave out the grid's discretisation error: no second FE grid "
                      "was fitted (an axis with fewer than 4 elements; or too few nodes per Hermite element to "

@@ -110,7 +110,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
     ``beta_upper`` (5%/95%), ``uncertainty_time_step`` (1 when the time-step column is included), ``beta_simpson``
     (beta refitted with Simpson's rows), ``time_step_z`` (that step in noise standard deviations of ``1/beta``; with
     beta given, psi's step in noise standard deviations of psi on the nodes, where it was measured), ``beta_corrected`` (beta corrected for the Hermite basis error) and ``beta_correction_z`` (that correction in
-    noise standard deviations of ``1/beta``). ``post=None`` gives ``{'uncertainty': 'none'}``.
+    noise standard deviations of ``1/beta``) and ``beta_discretisation_simulated = 0`` where beta's discretisation bias
+    was to be simulated but the simulation is over the size limit. ``post=None`` gives ``{'uncertainty': 'none'}``.
     """
     n_samples = DEFAULT_SAMPLES if n_samples is None else n_samples
     if post is None:
@@ -152,6 +153,8 @@ def uncertainty_extra(est, post, dt: float, gamma: float | None = None, n_sample
         out["uncertainty_time_step"] = int(post.time_step is not None)
         if post.beta_simpson is not None:
             out["beta_simpson"] = post.beta_simpson
+        if post.discretisation_unsimulated:
+            out["beta_discretisation_simulated"] = 0
     if post.time_step_z is not None:  # of 1/beta, or of psi with beta given
         out["time_step_z"] = post.time_step_z
     return out

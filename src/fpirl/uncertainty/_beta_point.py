@@ -39,7 +39,7 @@ import numpy as np
 from ..core.density import DensitySnapshots
 from ..estimators.identify import PotentialEstimator
 from ._bootstrap import refit_params
-from ._discretisation import simulated_gamma_bias
+from ._discretisation import simulated_gamma_bias, simulation_too_large
 from ._snapshot_noise import _density_estimator
 from ._time_step import noise_sd_gamma
 
@@ -92,6 +92,8 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     # where the basis correction was made its Richardson step already holds the discretisation bias's change with the
     # Hermite resolution (measured: subtracting b as well overshot, module doc of _discretisation): one or the other
     simulated = simulated_gamma_bias(inner, snapshots) if discretisation and not basis else None
+    if discretisation and not basis and simulation_too_large(snapshots.grid, snapshots.n_times):
+        post.discretisation_unsimulated = True  # said by fpirl fit: beta keeps that bias (most 4-D grids)
     if simulated is not None and gamma - simulated[0] <= 0:  # a bias as large as gamma: not a small correction
         simulated = None
     # the bias in noise standard deviations of gamma, recorded (no threshold: module doc of _discretisation)

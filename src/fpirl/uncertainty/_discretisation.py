@@ -63,6 +63,12 @@ MAX_SIMULATION_WORK = 4e6
 SIMULATION_RTOL = 1e-8
 
 
+def simulation_too_large(grid, n_times: int) -> bool:
+    """Whether the simulation of :func:`simulated_refit` on ``grid`` over ``n_times`` snapshots exceeds
+    :data:`MAX_SIMULATION_WORK` (solver points of :func:`fpirl.forward.pde.default_resolution` x snapshots)."""
+    return float(np.prod(default_resolution(grid))) * int(n_times) > MAX_SIMULATION_WORK
+
+
 def simulated_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> PotentialEstimator | None:
     """The estimator of ``inner`` (same settings; beta estimated on block means of the same size, or fixed as it was)
     fitted to noise-free snapshots of ``inner``'s model simulated at ``snapshots``' times from their first snapshot
@@ -77,7 +83,7 @@ def simulated_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> P
         The fitted data (their first snapshot starts the simulation, their times are kept).
     """
     grid = snapshots.grid
-    if float(np.prod(default_resolution(grid))) * snapshots.n_times > MAX_SIMULATION_WORK:
+    if simulation_too_large(grid, snapshots.n_times):
         return None
     hermite, coef, beta = inner.hermite_, np.asarray(inner.coef_, dtype=float), float(inner.beta_)
     times = np.asarray(snapshots.times, dtype=float) - float(snapshots.times[0])

@@ -98,6 +98,10 @@ class CoefficientPosterior:
         shrinkage).
     simpson_fit : PotentialEstimator, optional
         That refit (:func:`fpirl.uncertainty._time_step.simpson_point` may make it the point estimate).
+    discretisation_unsimulated : bool
+        Beta estimated: its discretisation bias (time step and grid) was to be simulated and removed, but the
+        simulation is over the size limit (:func:`fpirl.uncertainty._discretisation.simulation_too_large`): beta and
+        its interval leave that bias out.
     """
 
     hermite: HermiteSpace
@@ -125,6 +129,7 @@ class CoefficientPosterior:
     psi_step: np.ndarray | None = field(default=None, repr=False)
     noise_confirmed: float | None = None
     simpson_fit: object = field(default=None, repr=False)
+    discretisation_unsimulated: bool = False
 
     # ------------------------------------------------------------------------------------
     def coef_cov(self) -> np.ndarray:
