@@ -86,6 +86,10 @@ def cli(capsys):
     return CliRunner(capsys)
 
 
+#: the resolution of every figure the tests write (see ``_small_figures``)
+TEST_DPI = 30
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _small_figures():
     """Figures are drawn in full (every artist, colour bar and label) but rasterised at a low resolution: the tests
@@ -102,6 +106,3 @@ def _small_figures():
     yield
     Figure.savefig = savefig
 
-
-#: the resolution of every figure the tests write (see ``_small_figures``)
-TEST_DPI = 30

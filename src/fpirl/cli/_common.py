@@ -184,8 +184,8 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
                      "without the corrections a posterior brings (beta's for the Hermite basis error; beta's, or psi's "
                      "with beta given, for the time step and grid)")
     if extra.get("beta_discretisation_simulated") == 0:
-        lines.append("beta's time-step and grid bias was not simulated and removed (the simulation would exceed "
-                     "4e6 solver points x snapshots, as on most 4-D grids): beta and its interval leave that bias out, "
+        lines.append("beta's time-step and grid bias was not simulated and removed (the simulation is over its "
+                     "size limit, as on most 4-D grids): beta and its interval leave that bias out, "
                      "which on coarse 4-D grids was measured at 4-9% of beta, beyond the interval (docs/benchmarks.md, "
                      "'Issue 20, twenty-third pass'); give --beta, or fit a finer grid")
     if extra.get("uncertainty_noise") in ("multiplicative", "additive") and extra.get("uncertainty_resolution") == 0:

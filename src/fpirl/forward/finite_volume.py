@@ -63,6 +63,8 @@ def talbot_nodes(rtol: float | None) -> int:
     rtol = positive(rtol, "rtol")
     n = math.ceil(math.log(5.0 / rtol) / math.log(3.9))
     return int(min(28, max(8, n + n % 2)))
+
+
 #: Most work the ``'expm'`` method takes per output interval, in products of generator entries: its scaled Taylor
 #: series costs about ``5 ||L||_1 dt`` sparse products (a 4-D grid of 16^4 points at ``beta = 5``, ``dt = 0.02``:
 #: 1e7; ``beta = 1e-5`` on 41^3 points: 8e14, hours). Beyond it the solver refuses with a one-line error.

@@ -91,9 +91,12 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     gamma = 1.0 / float(post.beta_corrected) if basis else float(post.gamma)
     # where the basis correction was made its Richardson step already holds the discretisation bias's change with the
     # Hermite resolution (measured: subtracting b as well overshot, module doc of _discretisation): one or the other
-    simulated = simulated_gamma_bias(inner, snapshots) if discretisation and not basis else None
-    if discretisation and not basis and simulation_too_large(snapshots.grid, snapshots.n_times):
-        post.discretisation_unsimulated = True  # said by fpirl fit: beta keeps that bias (most 4-D grids)
+    simulated = None
+    if discretisation and not basis:
+        if simulation_too_large(snapshots.grid, snapshots.n_times):
+            post.discretisation_unsimulated = True  # said by fpirl fit: beta keeps that bias (most 4-D grids)
+        else:
+            simulated = simulated_gamma_bias(inner, snapshots)
     if simulated is not None and gamma - simulated[0] <= 0:  # a bias as large as gamma: not a small correction
         simulated = None
     # the bias in noise standard deviations of gamma, recorded (no threshold: module doc of _discretisation)
