@@ -9,6 +9,12 @@ trees with ``PYTHONPATH=OTHER/src``. ``--walls2d --rtol 1e-8`` (issue 20, twenty
 exponential (28 Talbot nodes) with the looser one (``FiniteVolumeSolver(rtol=...)``), and prints the largest
 difference relative to the density's maximum.
 
+``--lanczos`` (issue 20, twenty-fourth pass): the walled finite-volume exponential in 3-D and 4-D, ``'expm'``
+(``expm_multiply``, the earlier default) against ``'auto'`` (now the Lanczos process in the symmetrised variables,
+:mod:`fpirl.forward._lanczos`), 10 output intervals, several betas and steps (steep potentials included, where
+intervals fall back to ``expm``): wall seconds, the largest difference relative to each snapshot's maximum,
+fallbacks, and the mass drift.
+
 4-D periodic case: box [0, 2 pi]^4, beta = 5, dt = 0.02, psi a sum of a few trigonometric
 terms with max |grad psi| ~ 3, von Mises initial bump. Reports wall time, number of IF-RK4 steps,
 the resolution diagnostic and the change of the final snapshot when the step is halved.
@@ -56,7 +62,10 @@ def main():
     ap.add_argument("--walls2d", action="store_true", help="time the 2-D walled finite-volume run of the tests")
     ap.add_argument("--busy", action="store_true", help="with --walls2d: one core kept busy by another process")
     ap.add_argument("--rtol", type=float, default=None, help="with --walls2d: also time the solver at this rtol")
+    ap.add_argument("--lanczos", action="store_true", help="time expm against lanczos on walled 3-D and 4-D grids")
     args = ap.parse_args()
+    if args.lanczos:
+        return lanczos_vs_expm()
     if args.walls2d:
         return walls_2d(args.busy, args.rtol)
     lo, hi = np.zeros(4), np.full(4, 2 * np.pi)
@@ -92,6 +101,34 @@ def main():
         out = f.solve(init, times)
         wall = time.perf_counter() - t0
         print(f"finite volume {m}^4 ({f.method}): {wall:.1f} s, mass err {abs(f.mass(out) - 1).max():.1e}")
+
+
+def lanczos_vs_expm() -> None:
+    """``'expm'`` against ``'auto'`` (Lanczos) on walled boxes ``[-1, 1]^d`` (module doc)."""
+
+    def psi(x):
+        return (0.6 * np.cos(2.5 * x[..., 0] + 0.3) + 0.35 * np.cos(2 * x[..., 1] - 0.7)
+                + 0.3 * np.sin(2 * x[..., 0]) * np.sin(3 * x[..., -1]))
+
+    def init(x):
+        return np.exp(-np.sum((x - 0.3) ** 2, -1) / 0.1)
+
+    print("| d | points | beta | dt | beta range(psi) | \\|L\\|_1 dt | expm s | auto s (method) | max rel. diff | "
+          "fallbacks | mass drift |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for d, m, beta, dt in [(3, 49, 4.0, 0.02), (3, 31, 0.5, 0.2), (3, 31, 8.0, 0.02), (3, 41, 15.0, 0.05),
+                           (4, 20, 5.0, 0.02), (4, 16, 1.0, 0.1)]:
+        times = dt * np.arange(11)
+        runs = {}
+        for method in ("expm", "auto"):
+            t0 = time.perf_counter()
+            f = FiniteVolumeSolver([-1.0] * d, [1.0] * d, m, psi, beta, method=method)
+            runs[method] = (f, f.solve(init, times), time.perf_counter() - t0)
+        (_, a, te), (fa, b, ta) = runs["expm"], runs["auto"]
+        diff = max(np.abs(a[k] - b[k]).max() / np.abs(a[k]).max() for k in range(len(times)))
+        drift = float(np.abs(fa.mass(b) - fa.mass(b[0])).max())
+        print(f"| {d} | {m}^{d} | {beta:g} | {dt:g} | {beta * np.ptp(fa.psi):.1f} | {fa._norm1 * dt:.0f} | {te:.2f} | "
+              f"{ta:.2f} ({fa.method}) | {diff:.1e} | {fa.expm_fallbacks} | {drift:.0e} |", flush=True)
 
 
 def _spin(stop):

@@ -336,7 +336,6 @@ def test_finite_volume_with_a_loose_tolerance_agrees_to_it():
     err = norm(loose.solve(init, times) - exact) / norm(p0)
     assert np.all(err <= 1e-8 * np.arange(1, 4)) and err[0] > 1e-13  # (the error decays with the modes)
     assert len(loose._talbot[0]) == 8  # 16 nodes: 8 factorisations instead of 14
-    assert len(loose._talbot[0]) == 8  # 16 nodes: 8 factorisations instead of 14
 
 
 # ============================================================================================

@@ -161,6 +161,23 @@ def test_element_cubics_are_the_x_derivatives_of_the_scaled_shape_functions():
         np.testing.assert_allclose(element_cubics(xi, H, 2)[:, j], d2, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("periodic", [True, False])
+@pytest.mark.parametrize("deriv", [0, 1])
+def test_gram_is_exact_cached_and_read_only(periodic, deriv):
+    """``int d^k h_i d^k h_j`` against a 12-point Gauss rule per element (numpy's nodes; the products have degree
+    <= 6): computed once per axis and returned read-only (the matrix-free solvers use it every iteration)."""
+    ax = HermiteAxis(-1.0, 2.0, 5, periodic)
+    g, w = np.polynomial.legendre.leggauss(12)
+    x = np.concatenate([lo + (hi - lo) * (g + 1) / 2 for lo, hi in zip(ax.breakpoints[:-1], ax.breakpoints[1:])])
+    wq = np.tile(w * ax.spacing / 2, ax.elements)
+    B = ax.matrix(x, deriv)
+    G = ax.gram(deriv)
+    np.testing.assert_allclose(G, (B * wq[:, None]).T @ B, rtol=0, atol=1e-13 * np.abs(G).max())
+    assert HermiteAxis(-1.0, 2.0, 5, periodic).gram(deriv) is G and not G.flags.writeable
+    with pytest.raises(ValueError):
+        G[0, 0] = 1.0
+
+
 @pytest.mark.parametrize("elements, periodic", [((3,), False), ((2, 3), True), ((2, 3, 2), False), ((2, 2, 3, 2), True)])
 def test_h1_seminorm_matrix_is_the_sum_of_kronecker_products(elements, periodic):
     """Oracle: the sum over the axes a of kron_b (G1 if b == a else G0), one Kronecker product each."""

@@ -19,6 +19,7 @@ Dof ``2k + alpha`` of an axis is ``d^alpha psi / dx^alpha (X_k)``; the tensor-pr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
@@ -144,15 +145,29 @@ class HermiteAxis:
         return B
 
     def gram(self, deriv: int = 0, quadrature_points: int = 4) -> np.ndarray:
-        """Exact Gram matrix ``int d^deriv h_i d^deriv h_j dx`` (degree <= 6, 4 points suffice)."""
-        x, w = composite_rule(self.breakpoints, quadrature_points)
-        B = self.matrix(x, deriv)
-        return (B * w[:, None]).T @ B
+        """Exact Gram matrix ``int d^deriv h_i d^deriv h_j dx`` (degree <= 6, 4 points suffice).
+
+        Computed once per axis, derivative and rule (the axis is immutable) and returned read-only: the
+        matrix-free solvers apply the H1 penalty by these matrices in every iteration."""
+        try:
+            return _gram(self, int(deriv), int(quadrature_points))
+        except TypeError:  # an unhashable field (e.g. a 0-d array bound): not cached
+            return _gram.__wrapped__(self, int(deriv), int(quadrature_points))
 
     def integrals(self) -> np.ndarray:
         """``int h_i dx`` for every dof."""
         x, w = composite_rule(self.breakpoints, 2)
         return w @ self.matrix(x)
+
+
+@lru_cache(maxsize=256)
+def _gram(axis: HermiteAxis, deriv: int, quadrature_points: int) -> np.ndarray:
+    """:meth:`HermiteAxis.gram`, cached (read-only)."""
+    x, w = composite_rule(axis.breakpoints, quadrature_points)
+    B = axis.matrix(x, deriv)
+    G = (B * w[:, None]).T @ B
+    G.flags.writeable = False
+    return G
 
 
 class HermiteSpace:

@@ -14,6 +14,7 @@ from ..core._threads import one_blas_thread
 from ..core._splines import spline_matrix
 from ..core.validation import positive
 from ._common import _ForwardSolver, _bounds, _per_axis
+from ._lanczos import SymmetrisedGenerator
 
 def _bernoulli(x: np.ndarray) -> np.ndarray:
     """``B(x) = x / (exp(x) - 1)`` without overflow (``B(0) = 1``)."""
@@ -69,6 +70,12 @@ def talbot_nodes(rtol: float | None) -> int:
 #: series costs about ``5 ||L||_1 dt`` sparse products (a 4-D grid of 16^4 points at ``beta = 5``, ``dt = 0.02``:
 #: 1e7; ``beta = 1e-5`` on 41^3 points: 8e14, hours). Beyond it the solver refuses with a one-line error.
 EXPM_MAX_WORK = 2e10
+#: Accuracy of the ``'lanczos'`` exponential when no ``rtol`` is given (relative to the largest density value): far
+#: below the scheme's ``O(h^2)``, and loose enough that moderately steep potentials keep the method (module doc of
+#: :mod:`fpirl.forward._lanczos`).
+LANCZOS_RTOL = 1e-10
+#: Most ``||L||_1 dt`` of one Lanczos substep (longer intervals are split): about 100 Krylov vectors at most.
+LANCZOS_MAX_STIFFNESS = 400.0
 
 
 def _factorise(matrix: sp.spmatrix):
@@ -115,25 +122,32 @@ class FiniteVolumeSolver(_ForwardSolver):
     conservation) and ``exp(-beta psi)`` at the nodes as its exact discrete equilibrium. The
     scheme is second order in ``h`` (:attr:`space_order`).
 
-    *Time.* Exact up to a uniform ~1e-14 approximation of the exponential:
-    ``p(t_{k+1}) = exp(L (t_{k+1} - t_k)) p(t_k)``; there is no time-stepping error. ``L`` is
+    *Time.* Exact up to the approximation of the exponential (``rtol``; ~1e-14 by default in 1-D and 2-D, 1e-10
+    beyond): ``p(t_{k+1}) = exp(L (t_{k+1} - t_k)) p(t_k)``; there is no time-stepping error. ``L`` is
     similar to a symmetric negative semi-definite matrix (detailed balance with respect to
-    ``exp(-beta psi)``), so its spectrum lies on ``(-inf, 0]``. Two ways to apply the exponential:
+    ``exp(-beta psi)``), so its spectrum lies on ``(-inf, 0]``. Three ways to apply the exponential:
 
     * ``'rational'``: Talbot contour quadrature (Trefethen, Weideman & Schmelzer, BIT 2006),
       ``exp(A) v ~ sum_k w_k (z_k I - A)^{-1} v`` with 28 nodes (14 complex sparse LU
       factorisations, reused for every output interval of the same length); error below 1e-14
       uniformly on ``(-inf, 0]`` and a cost independent of ``||L|| dt``. The weights are scaled so
       that ``r(0) = 1`` exactly, hence mass is conserved to rounding.
+    * ``'lanczos'``: detailed balance makes ``L`` similar to a symmetric matrix ``S``; ``exp(S dt)`` is applied
+      by the Lanczos process (:mod:`fpirl.forward._lanczos`), stopped on an a-posteriori estimate within ``rtol``
+      (default :data:`LANCZOS_RTOL`) of ``max p``, some 15-30 sparse products per interval, mass conserved to
+      rounding. The similarity's scaling spans ``exp(beta (max psi - min psi) / 2)``, which amplifies rounding:
+      where that rules the tolerance out for an interval's density, or the estimate stalls, the interval is left
+      to ``'expm'``.
     * ``'expm'``: :func:`scipy.sparse.linalg.expm_multiply` (scaled truncated Taylor series,
       double-precision tolerance); cost grows with ``||L|| dt ~ 4 d dt / (beta h^2)``, and an interval that
       would cost more than :data:`EXPM_MAX_WORK` is refused with a one-line error (a tiny ``beta``).
 
     ``'auto'`` (default) picks ``'rational'`` in 1-D and in 2-D up to 70 000 nodes (the 14 LU
-    factors then take a few hundred MB) and ``'expm'`` otherwise: SuperLU factorisations of 3-D
-    and 4-D stencils are slow (seconds already at 17^3 nodes), while their coarser grids keep
-    ``||L|| dt`` small. Measured on 161^2 nodes, ``beta = 5``: two intervals ``dt = 0.5`` took
-    1.7 s rational vs 23 s expm; the two agree to 1e-12 relative.
+    factors then take a few hundred MB) and ``'lanczos'`` otherwise (``'expm'`` where the potential is too
+    steep for it): SuperLU factorisations of 3-D and 4-D stencils are slow (seconds already at 17^3 nodes).
+    Measured on 161^2 nodes, ``beta = 5``: two intervals ``dt = 0.5`` took 1.7 s rational vs 23 s expm; the
+    two agree to 1e-12 relative. On 49^3 nodes (``beta = 4``, ``||L|| dt = 44``) ``'lanczos'`` took a third of
+    ``'expm'``'s time (docs/benchmarks.md).
 
     Positivity: ``exp(t L)`` maps non-negative data to non-negative data exactly (``L`` is a
     Metzler matrix); the ~1e-14 error of the exponential's evaluation can leave negatives of
@@ -149,12 +163,13 @@ class FiniteVolumeSolver(_ForwardSolver):
         ``potential(points)`` with points of shape ``(..., d)`` returns ``psi``, shape ``(...)``.
     beta : float
         Inverse temperature (> 0).
-    method : {'auto', 'rational', 'expm'}
+    method : {'auto', 'rational', 'lanczos', 'expm'}
         How ``exp(L dt) p`` is applied (see above).
     rtol : float, optional
         Accuracy of the ``'rational'`` exponential: the Talbot rule with the fewest nodes within ``rtol``
         (:func:`talbot_nodes`; each node pair is one factorisation and one solve per output time). Default: 28
-        nodes, ~1e-14. ``'expm'`` ignores it (double precision).
+        nodes, ~1e-14. For ``'lanczos'``: the stopping tolerance relative to ``max p`` (default
+        :data:`LANCZOS_RTOL`). ``'expm'`` ignores it (double precision).
 
     Attributes
     ----------
@@ -165,6 +180,9 @@ class FiniteVolumeSolver(_ForwardSolver):
     factorisations : int
         Number of sets of Talbot LU factorisations computed so far (one per distinct output
         interval; equally spaced output times need one).
+    expm_fallbacks : int
+        Intervals of ``'lanczos'`` left to ``expm_multiply`` (rounding above the tolerance, or no convergence; after
+        the latter ``method`` becomes ``'expm'``).
     generator : scipy.sparse.csr_matrix
         ``L``, shape ``(n, n)`` with ``n = prod(M_i)`` in C order over the axes.
     volumes : ndarray, shape ``shape``
@@ -200,12 +218,18 @@ class FiniteVolumeSolver(_ForwardSolver):
         self.generator = self._assemble()
         self._trace = float(self.generator.diagonal().sum())
         self._norm1 = float(abs(self.generator).sum(axis=0).max())  # ||L||_1: the expm method's cost
-        if method == "auto":
-            method = "rational" if self.ndim == 1 or (self.ndim == 2 and self.generator.shape[0] <= 70_000) else "expm"
-        if method not in ("rational", "expm"):
-            raise FpirlInputError(f"method must be 'auto', 'rational' or 'expm', got {method!r}")
-        self.method = method
+        if method not in ("auto", "rational", "lanczos", "expm"):
+            raise FpirlInputError(f"method must be 'auto', 'rational', 'lanczos' or 'expm', got {method!r}")
         self._talbot = _TALBOT if rtol is None else _talbot_rule(talbot_nodes(rtol))
+        self._lanczos_rtol = LANCZOS_RTOL if rtol is None else positive(rtol, "rtol")
+        self._symmetric = None
+        if method in ("auto", "lanczos") and not (method == "auto" and self._rational_fits()):
+            self._symmetric = SymmetrisedGenerator(self.generator, self.volumes.ravel(), self.psi.ravel(), self.beta)
+            method = "lanczos" if self._symmetric.usable() else "expm"
+        elif method == "auto":
+            method = "rational"
+        self.method = method
+        self.expm_fallbacks = 0
         self._factors: tuple[float, list] | None = None
         self.factorisations = 0
 
@@ -239,17 +263,41 @@ class FiniteVolumeSolver(_ForwardSolver):
         q = np.exp(-self.beta * (self.psi - self.psi.min()))
         return q / float(self.mass(q))
 
+    def _rational_fits(self) -> bool:
+        """``'auto'`` takes ``'rational'`` in 1-D and in 2-D up to 70,000 nodes (class doc)."""
+        return self.ndim == 1 or (self.ndim == 2 and self.generator.shape[0] <= 70_000)
+
+    def _expm(self, v, interval):
+        stiffness = self._norm1 * interval
+        if 5 * stiffness * self.generator.nnz > EXPM_MAX_WORK:  # refuse instead of running for ages
+            raise FpirlInputError(
+                f"the diffusion is too fast for the finite-volume solver's exponential: ||L|| dt = {stiffness:.3g} "
+                f"(beta = {self.beta:.3g}) asks for about {5 * stiffness:.2g} sparse products of "
+                f"{self.generator.nnz:,} entries per output interval; ask for closer output times or a coarser grid")
+        return np.asarray(expm_multiply(self.generator * interval, v, traceA=self._trace * interval))
+
+    def _lanczos(self, v, interval):
+        """``exp(L interval) v`` by :mod:`fpirl.forward._lanczos` in substeps of ``||L||_1 dt <=``
+        :data:`LANCZOS_MAX_STIFFNESS`; an interval whose estimate stalls (steep potentials, module doc there) is
+        taken by ``expm_multiply`` instead (and every later one where the Krylov space did not converge)."""
+        n_sub = max(1, math.ceil(self._norm1 * interval / LANCZOS_MAX_STIFFNESS))
+        if n_sub * 100 * self.generator.nnz > EXPM_MAX_WORK:
+            return self._expm(v, interval)  # (which refuses where it is hopeless)
+        p = v
+        for _ in range(n_sub):
+            p, steps = self._symmetric.apply(interval / n_sub, p, self._lanczos_rtol)
+            if p is None:
+                self.expm_fallbacks += 1
+                if steps:  # the Krylov space did not converge: no use trying again
+                    self.method = "expm"
+                return self._expm(v, interval)
+        return p
+
     def _advance(self, state, interval):
         v = state.ravel()
-        if self.method == "expm":
-            stiffness = self._norm1 * interval
-            if 5 * stiffness * self.generator.nnz > EXPM_MAX_WORK:  # refuse instead of running for ages
-                raise FpirlInputError(
-                    f"the diffusion is too fast for the finite-volume solver's exponential: ||L|| dt = {stiffness:.3g} "
-                    f"(beta = {self.beta:.3g}) asks for about {5 * stiffness:.2g} sparse products of "
-                    f"{self.generator.nnz:,} entries per output interval; ask for closer output times or a coarser grid")
-            out = expm_multiply(self.generator * interval, v, traceA=self._trace * interval)
-            return np.asarray(out).reshape(self.shape)
+        if self.method in ("expm", "lanczos"):
+            out = self._expm(v, interval) if self.method == "expm" else self._lanczos(v, interval)
+            return out.reshape(self.shape)
         # equally spaced output times give intervals t_{k+1} - t_k that differ in the last bits:
         # reuse the factorisations when the interval agrees to 1e-12 relative (a time error far
         # below the 1e-14 accuracy of the rational approximation)

@@ -40,7 +40,7 @@ def smooth_function(d, periodic):
 class Problem:
     """psi_true in a Hermite space, data from an independent forward solver evaluated on any grid."""
 
-    def __init__(self, d, boundary, hermite_elements=3, beta=4.0, dt=0.02, steps=30, resolution=None):
+    def __init__(self, d, boundary, hermite_elements=3, beta=4.0, dt=0.02, steps=30, resolution=None, rtol=1e-10):
         self.d, self.boundary, self.beta = d, boundary, beta
         periodic = boundary == "periodic"
         lower, upper = [-1.0] * d, [1.0] * d
@@ -53,7 +53,7 @@ class Problem:
             init = von_mises_bump(lower, upper, [0.4, -0.3, 0.2][:d], 1.5)
         else:
             res = resolution or {1: 801, 2: 161, 3: 49}[d]
-            solver = FiniteVolumeSolver(lower, upper, res, lambda x: self.hermite.evaluate(self.coef, x), beta)
+            solver = FiniteVolumeSolver(lower, upper, res, lambda x: self.hermite.evaluate(self.coef, x), beta, rtol=rtol)
             centre = np.array([0.4, -0.3, 0.2][:d])
             init = lambda x: np.exp(-np.sum((x - centre) ** 2, axis=-1) / (2 * 0.35**2))
         self.solver = solver
