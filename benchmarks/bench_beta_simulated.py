@@ -8,7 +8,8 @@ snapshot-noise posterior, the Simpson switch, the basis correction) twice, with 
 previous default) and ``True``; beta estimated at 4 and 6 Hermite elements. Printed per fit: beta's and psi's
 relative errors (psi zero-mean, grid quadrature) both ways, whether beta came from block means, whether the basis
 correction was made, beta fitted to the simulated snapshots (``simulated``) and the simulated bias in noise standard
-deviations of ``1/beta`` (``z_sim``); then a summary per noise level.
+deviations of ``1/beta`` (``z_sim``), and the 90% interval's width relative to the true beta (``width_*``); then a
+summary per noise level.
 ``--given``: beta given at the truth (psi's simulated discretisation bias,
 :func:`fpirl.uncertainty._discretisation.psi_corrected_fit`): psi's error and the share of nodes inside the 90%
 band ``potential +- q potential_std`` (psi and the truth zero-mean), both ways.
@@ -91,7 +92,8 @@ def main():
                     post, fit = uncertainty_and_point(est, "auto", s, discretisation=on)
                     lo, hi = post.beta_interval()
                     row.update({f"beta_{tag}": 100 * (fit.beta_ / beta - 1), f"psi_{tag}": _error(grid, fit, true),
-                                f"covers_{tag}": bool(lo <= beta <= hi)})
+                                f"covers_{tag}": bool(lo <= beta <= hi),
+                                f"width_{tag}": 100 * min(hi - lo, 10 * beta) / beta})  # (an open interval: 1000%)
                     st = getattr(fit, "settings_", {})
                     if on:
                         row.update(block=int(getattr(est, "beta_coarsening_", 1)), basis=int(st.get("beta_basis_corrected", 0)),
@@ -164,14 +166,15 @@ def summary_given(rows):
 
 def summary(rows):
     print("\n| noise | fits | corrected | beta median abs error before / after | within 3% before / after | "
-          "mean abs before / after | psi median before / after | covers before / after |")
-    print("|---|---|---|---|---|---|---|---|")
+          "mean abs before / after | psi median before / after | covers before / after | interval width median |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for lab, rr in _by_noise(rows):
         (b0, b1), (p0, p1), (c0, c1) = _pair(rr, "beta", np.abs), _pair(rr, "psi"), _pair(rr, "covers", np.mean)
         cor = np.mean([r["simulated"] is not None for r in rr])
         print(f"| {lab} | {len(rr)} | {cor:.2f} | {np.median(b0):.2f}% / {np.median(b1):.2f}% | "
               f"{np.mean(b0 <= 3):.2f} / {np.mean(b1 <= 3):.2f} | {b0.mean():.2f}% / {b1.mean():.2f}% | "
-              f"{np.median(p0):.2f}% / {np.median(p1):.2f}% | {c0:.2f} / {c1:.2f} |")
+              f"{np.median(p0):.2f}% / {np.median(p1):.2f}% | {c0:.2f} / {c1:.2f} | "
+              f"{np.median([r.get('width_after', np.nan) for r in rr]):.1f}% |")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,13 @@ def test_the_discretisation_bias_is_removed_where_the_basis_correction_is_not_ma
     assert abs(only.beta_ / BETA - 1) < abs(est2.beta_ / BETA - 1)
     lo, hi = post2.beta_interval()
     assert lo <= only.beta_ <= hi and post2.gamma == pytest.approx(1 / only.beta_)
+    # and the corrected point's own noise interval: 1/beta_c +- q sd, sd from the posterior's noise columns (those
+    # before its bias column; the basis, resolution and time-step columns follow it)
+    n_noise = post2.factor.shape[1] - 1 - sum(c is not None for c in (post2.resolution, post2.basis, post2.time_step))
+    sd = np.sqrt(np.sum(post2.factor[-1, :n_noise] ** 2))
+    np.testing.assert_allclose(post2.factor[-1, n_noise], post2.bias[-1])  # (the bias column is the next one)
+    half = post2.quantile(0.95) * sd
+    assert lo <= 1 / (1 / only.beta_ + half) and hi >= 1 / (1 / only.beta_ - half)
 
 
 def test_a_correction_within_the_noise_is_not_applied(coupled):
@@ -139,3 +146,24 @@ def test_fit_command_writes_the_corrected_beta(coupled, tmp_path, capsys):
     with xr.open_dataset(auto) as ds:
         assert ds.attrs["solver_hermite_selection"] == "cv" and min(ds.attrs["hermite_elements"]) > 4
         assert abs(ds.attrs["beta"] / BETA - 1) < 0.03
+
+
+def test_a_correction_beyond_the_fitted_interval_brings_its_own_noise_interval(coupled, monkeypatch):
+    """Where the correction moves beta past the fitted interval (here a simulated bias of -0.1 in 1/beta, stood in
+    for the simulation), the interval reaches beyond the corrected point by its noise half-width, not to the point
+    only: a correction that hits the truth exactly is then covered (the 4-D walled 8^4 noise-free fit: 4.001 for a
+    true 4 with the interval [4.001, 4.428] before)."""
+    import fpirl.uncertainty._beta_point as bp
+
+    est, post = _fit_and_posterior(coupled)
+    lo0, hi0 = post.beta_interval()
+    shift = 0.1
+    assert 1 / (1 / est.beta_ + shift) < lo0  # beyond the fitted interval
+    monkeypatch.setattr(bp, "simulated_gamma_bias", lambda inner, s: (-shift, 1 / (1 / inner.beta_ - shift)))
+    refit = corrected_beta_fit(est, post, coupled, min_z=np.inf)
+    assert refit.beta_ == pytest.approx(1 / (1 / est.beta_ + shift))
+    lo, hi = post.beta_interval()
+    n_noise = post.factor.shape[1] - 1 - sum(c is not None for c in (post.resolution, post.basis, post.time_step))
+    half = post.quantile(0.95) * np.sqrt(np.sum(post.factor[-1, :n_noise] ** 2))
+    assert half > 0 and hi == pytest.approx(hi0)
+    assert lo == pytest.approx(1 / (1 / refit.beta_ + half)) and lo < refit.beta_

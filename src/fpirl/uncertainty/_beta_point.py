@@ -42,6 +42,7 @@ from ._bootstrap import refit_params
 from ._discretisation import simulated_gamma_bias, simulation_too_large
 from ._snapshot_noise import _density_estimator
 from ._time_step import noise_sd_gamma
+from ._posterior import BAND_QUANTILES
 
 #: Settings of a fit that replaced the midpoint fit by its Simpson refit
 #: (:func:`fpirl.uncertainty._time_step.simpson_point`), carried into the basis-corrected refit.
@@ -64,8 +65,9 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     post : CoefficientPosterior
         Its posterior with the snapshots (:func:`fpirl.uncertainty.posterior`): ``beta_corrected`` and
         ``beta_correction_z``. Moved in place to the new point estimate when there is one: its ``mean`` and
-        ``gamma`` (the factor, i.e. the spread, is kept) and ``beta_bounds``, the interval of the fitted beta
-        (widened to the corrected one where that falls outside it).
+        ``gamma`` (the factor, i.e. the spread, is kept) and ``beta_bounds``, the union of the fitted beta's interval
+        and the corrected beta's noise interval (``1/beta_c`` plus or minus the 95% normal quantile times the std of
+        ``1/beta`` under the snapshot noise alone).
     snapshots : DensitySnapshots
         The fitted data.
     min_z : float
@@ -122,7 +124,12 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
                        **{k: inner.settings_[k] for k in SWITCH_KEYS if k in inner.settings_}}
     refit.beta_coarsening_, refit.gcv_ = int(getattr(inner, "beta_coarsening_", 1)), getattr(inner, "gcv_", None)
     lo, hi = post.beta_interval()
-    bounds = (min(lo, float(refit.beta_)), max(hi, float(refit.beta_)))  # the point estimate inside its interval
+    # the fitted beta's interval, and the corrected point's own noise interval (the snapshot noise's spread of 1/beta
+    # around it; the systematic columns are what the correction acted on): before, the interval reached only the point
+    # itself, so a correction that hit the truth could end a hair short of it
+    half = post.quantile(BAND_QUANTILES[1]) * noise_sd_gamma(post)
+    g_c = 1.0 / float(refit.beta_)
+    bounds = (min(lo, 1.0 / (g_c + half)), max(hi, 1.0 / (g_c - half) if g_c > half else float("inf")))
     post.mean = np.asarray(refit.coef_, dtype=float).ravel()
     post.gamma = 1.0 / float(refit.beta_)
     post.beta_bounds = bounds
