@@ -47,7 +47,7 @@ def test_lanczos_agrees_with_expm_within_its_tolerance_and_conserves_mass(rtol):
     times = [0.0, 0.01, 0.02, 0.05, 0.2]
     _, ref = _solve("expm", 15, 2.0, times)
     solver, got = _solve("auto", 15, 2.0, times, rtol=rtol)
-    assert solver.method == "lanczos" and solver.expm_fallbacks == 0
+    assert solver.method == "lanczos" and solver.lanczos_fallbacks == 0
     tol = 1e-10 if rtol is None else rtol
     err = np.abs(got - ref).reshape(len(times), -1).max(axis=1) / np.abs(ref).reshape(len(times), -1).max(axis=1)
     assert np.all(err <= tol), err
@@ -65,13 +65,20 @@ def test_lanczos_agrees_with_the_rational_method_in_2d():
     assert np.abs(a - b).max() < 1e-12 * a.max()
 
 
-def test_long_intervals_are_split_into_substeps():
-    """An interval with ``||L||_1 dt`` far beyond one substep (fast diffusion) is split and stays accurate."""
+def test_long_intervals_are_split_into_substeps_or_left_to_the_rational_method_in_2d():
+    """An interval with ``||L||_1 dt`` far beyond one substep (fast diffusion) is split and stays accurate (3-D); in
+    2-D it goes to the Talbot rule (no sub-steps there: its cost does not grow with ``||L|| dt``)."""
     times = [0.0, 0.5]
     _, ref = _solve("expm", 11, 0.2, times)
     solver, got = _solve("lanczos", 11, 0.2, times)
     assert solver._norm1 * 0.5 > 2 * 400.0  # (LANCZOS_MAX_STIFFNESS: at least three substeps)
-    assert solver.expm_fallbacks == 0 and np.abs(got - ref).max() < 1e-10 * ref.max()
+    assert solver.lanczos_fallbacks == 0 and np.abs(got - ref).max() < 1e-10 * ref.max()
+    init = lambda x: np.exp(-np.sum((x - 0.5) ** 2, axis=-1) / 0.05)  # noqa: E731
+    flat = FiniteVolumeSolver([0.0, 0.0], [1.0, 1.0], 41, lambda x: x[..., 0], 0.2)
+    long = flat.solve(init, [0.0, 0.002, 0.5])
+    assert flat.method == "lanczos" and flat.factorisations == 1  # the long interval only
+    rational = FiniteVolumeSolver([0.0, 0.0], [1.0, 1.0], 41, lambda x: x[..., 0], 0.2, method="rational")
+    assert np.abs(long - rational.solve(init, [0.0, 0.002, 0.5])).max() < 1e-10 * long.max()
 
 
 def test_a_steep_potential_is_left_to_expm_and_stays_accurate():
@@ -80,12 +87,26 @@ def test_a_steep_potential_is_left_to_expm_and_stays_accurate():
     times = [0.0, 0.002, 0.02]
     _, ref = _solve("expm", 9, 30.0, times, scale=1.5)
     solver, got = _solve("lanczos", 9, 30.0, times, scale=1.5)
-    assert solver._symmetric.spread > 100 and solver.expm_fallbacks > 0
+    assert solver._symmetric.spread > 100 and solver.lanczos_fallbacks > 0
     assert np.abs(got - ref).max() <= 1e-12 * ref.max()
 
 
-def test_auto_takes_lanczos_in_3d_and_rational_in_2d_and_names_the_methods():
+def test_auto_takes_lanczos_from_2d_and_rational_in_1d_and_names_the_methods():
     assert FiniteVolumeSolver([0.0] * 3, [1.0] * 3, 9, _psi, 2.0).method == "lanczos"
-    assert FiniteVolumeSolver([0.0] * 2, [1.0] * 2, 9, lambda x: x[..., 0], 2.0).method == "rational"
+    assert FiniteVolumeSolver([0.0] * 2, [1.0] * 2, 9, lambda x: x[..., 0], 2.0).method == "lanczos"
+    assert FiniteVolumeSolver([0.0], [1.0], 9, lambda x: x[..., 0], 2.0).method == "rational"
     with pytest.raises(FpirlInputError, match="'lanczos'"):
         FiniteVolumeSolver([0.0] * 3, [1.0] * 3, 9, _psi, 2.0, method="krylov")
+
+
+def test_a_steep_potential_in_2d_is_left_to_the_rational_method():
+    """In 2-D (up to 70,000 nodes) the intervals Lanczos cannot take go to the Talbot rule, not to expm_multiply (which
+    is slower there); the result equals the rational method's."""
+    psi = lambda x: 3.0 * (np.sin(2 * np.pi * x[..., 0]) + x[..., 0] + x[..., 1] ** 2)  # noqa: E731
+    init = lambda x: np.exp(-np.sum((x - 0.5) ** 2, axis=-1) / 0.05)  # noqa: E731
+    times = [0.0, 0.002, 0.02]
+    ref = FiniteVolumeSolver([0.0, 0.0], [1.0, 1.5], [33, 41], psi, 10.0, method="rational").solve(init, times)
+    solver = FiniteVolumeSolver([0.0, 0.0], [1.0, 1.5], [33, 41], psi, 10.0)
+    got = solver.solve(init, times)
+    assert solver.lanczos_fallbacks > 0 and solver.factorisations > 0
+    assert np.abs(got - ref).max() <= 1e-12 * ref.max()

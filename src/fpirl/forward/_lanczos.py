@@ -24,7 +24,8 @@ density (``T^{-1} v_{m+1}``) and measured against ``max |p|``. ``T`` spans ``exp
 rounding in the symmetric variables is amplified by up to that factor in ``p`` (the estimate above does not see
 it). Where that rounding, ``~1e-15 |T p| max(1 / T) / sqrt(n)``, is not well below the tolerance (a density with mass
 where ``exp(-beta psi)`` is small, on a steep potential) or the estimate does not reach the tolerance within
-:data:`MAX_VECTORS`, the caller falls back to ``expm_multiply`` for that interval.
+:data:`MAX_VECTORS`, the caller falls back to its other method for that interval (the Talbot rule in 1-D and 2-D, ``expm_multiply``
+beyond).
 """
 
 from __future__ import annotations

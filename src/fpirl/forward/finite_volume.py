@@ -122,7 +122,7 @@ class FiniteVolumeSolver(_ForwardSolver):
     conservation) and ``exp(-beta psi)`` at the nodes as its exact discrete equilibrium. The
     scheme is second order in ``h`` (:attr:`space_order`).
 
-    *Time.* Exact up to the approximation of the exponential (``rtol``; ~1e-14 by default in 1-D and 2-D, 1e-10
+    *Time.* Exact up to the approximation of the exponential (``rtol``; by default ~1e-14 in 1-D, 1e-10
     beyond): ``p(t_{k+1}) = exp(L (t_{k+1} - t_k)) p(t_k)``; there is no time-stepping error. ``L`` is
     similar to a symmetric negative semi-definite matrix (detailed balance with respect to
     ``exp(-beta psi)``), so its spectrum lies on ``(-inf, 0]``. Three ways to apply the exponential:
@@ -137,17 +137,18 @@ class FiniteVolumeSolver(_ForwardSolver):
       (default :data:`LANCZOS_RTOL`) of ``max p``, some 15-30 sparse products per interval, mass conserved to
       rounding. The similarity's scaling spans ``exp(beta (max psi - min psi) / 2)``, which amplifies rounding:
       where that rules the tolerance out for an interval's density, or the estimate stalls, the interval is left
-      to ``'expm'``.
+      to ``'rational'`` (1-D, and 2-D up to 70,000 nodes) or ``'expm'`` (beyond).
     * ``'expm'``: :func:`scipy.sparse.linalg.expm_multiply` (scaled truncated Taylor series,
       double-precision tolerance); cost grows with ``||L|| dt ~ 4 d dt / (beta h^2)``, and an interval that
       would cost more than :data:`EXPM_MAX_WORK` is refused with a one-line error (a tiny ``beta``).
 
-    ``'auto'`` (default) picks ``'rational'`` in 1-D and in 2-D up to 70 000 nodes (the 14 LU
-    factors then take a few hundred MB) and ``'lanczos'`` otherwise (``'expm'`` where the potential is too
-    steep for it): SuperLU factorisations of 3-D and 4-D stencils are slow (seconds already at 17^3 nodes).
-    Measured on 161^2 nodes, ``beta = 5``: two intervals ``dt = 0.5`` took 1.7 s rational vs 23 s expm; the
-    two agree to 1e-12 relative. On 49^3 nodes (``beta = 4``, ``||L|| dt = 44``) ``'lanczos'`` took a third of
-    ``'expm'``'s time (docs/benchmarks.md).
+    ``'auto'`` (default) picks ``'rational'`` in 1-D and ``'lanczos'`` from 2-D on (where the scaling is
+    representable; else the fallback above; in 2-D an interval with ``||L||_1 dt`` above
+    :data:`LANCZOS_MAX_STIFFNESS` goes to the Talbot rule, whose cost does not grow with it). Measured (docs/benchmarks.md): on 161^2 nodes, ``beta = 5``, two
+    intervals ``dt = 0.5`` took 1.7-2.0 s rational, 0.6 s lanczos, 23 s expm; on 97^2 nodes, 30 intervals, 1.4 s
+    rational against 0.18 s lanczos; on 49^3 nodes (``beta = 4``, ``||L|| dt = 44``) lanczos took a third of
+    expm's time. SuperLU factorisations of 3-D and 4-D stencils are slow (seconds already at 17^3 nodes), so the
+    rational method's 14 factors suit 1-D and 2-D only.
 
     Positivity: ``exp(t L)`` maps non-negative data to non-negative data exactly (``L`` is a
     Metzler matrix); the ~1e-14 error of the exponential's evaluation can leave negatives of
@@ -180,9 +181,9 @@ class FiniteVolumeSolver(_ForwardSolver):
     factorisations : int
         Number of sets of Talbot LU factorisations computed so far (one per distinct output
         interval; equally spaced output times need one).
-    expm_fallbacks : int
-        Intervals of ``'lanczos'`` left to ``expm_multiply`` (rounding above the tolerance, or no convergence; after
-        the latter ``method`` becomes ``'expm'``).
+    lanczos_fallbacks : int
+        Intervals of ``'lanczos'`` left to the fallback method (rounding above the tolerance, or no convergence; after
+        the latter ``method`` becomes the fallback's).
     generator : scipy.sparse.csr_matrix
         ``L``, shape ``(n, n)`` with ``n = prod(M_i)`` in C order over the axes.
     volumes : ndarray, shape ``shape``
@@ -223,13 +224,13 @@ class FiniteVolumeSolver(_ForwardSolver):
         self._talbot = _TALBOT if rtol is None else _talbot_rule(talbot_nodes(rtol))
         self._lanczos_rtol = LANCZOS_RTOL if rtol is None else positive(rtol, "rtol")
         self._symmetric = None
-        if method in ("auto", "lanczos") and not (method == "auto" and self._rational_fits()):
+        if method in ("auto", "lanczos") and not (method == "auto" and self.ndim == 1):
             self._symmetric = SymmetrisedGenerator(self.generator, self.volumes.ravel(), self.psi.ravel(), self.beta)
-            method = "lanczos" if self._symmetric.usable() else "expm"
+            method = "lanczos" if self._symmetric.usable() else self._fallback_method()
         elif method == "auto":
             method = "rational"
         self.method = method
-        self.expm_fallbacks = 0
+        self.lanczos_fallbacks = 0
         self._factors: tuple[float, list] | None = None
         self.factorisations = 0
 
@@ -263,9 +264,10 @@ class FiniteVolumeSolver(_ForwardSolver):
         q = np.exp(-self.beta * (self.psi - self.psi.min()))
         return q / float(self.mass(q))
 
-    def _rational_fits(self) -> bool:
-        """``'auto'`` takes ``'rational'`` in 1-D and in 2-D up to 70,000 nodes (class doc)."""
-        return self.ndim == 1 or (self.ndim == 2 and self.generator.shape[0] <= 70_000)
+    def _fallback_method(self) -> str:
+        """Where ``'lanczos'`` cannot take an interval: ``'rational'`` in 1-D and in 2-D up to 70,000 nodes (its LU
+        factors then take a few hundred MB at most), else ``'expm'`` (class doc)."""
+        return "rational" if self.ndim == 1 or (self.ndim == 2 and self.generator.shape[0] <= 70_000) else "expm"
 
     def _expm(self, v, interval):
         stiffness = self._norm1 * interval
@@ -278,26 +280,31 @@ class FiniteVolumeSolver(_ForwardSolver):
 
     def _lanczos(self, v, interval):
         """``exp(L interval) v`` by :mod:`fpirl.forward._lanczos` in substeps of ``||L||_1 dt <=``
-        :data:`LANCZOS_MAX_STIFFNESS`; an interval whose estimate stalls (steep potentials, module doc there) is
-        taken by ``expm_multiply`` instead (and every later one where the Krylov space did not converge)."""
+        :data:`LANCZOS_MAX_STIFFNESS` (an interval that would need several is left to the Talbot rule where that is the
+        fallback: its cost does not grow with ``||L|| dt``); an interval whose estimate stalls (steep potentials, module doc there) is
+        taken by the fallback method instead (and every later one where the Krylov space did not converge)."""
         n_sub = max(1, math.ceil(self._norm1 * interval / LANCZOS_MAX_STIFFNESS))
+        if n_sub > 1 and self._fallback_method() == "rational":
+            return self._rational(v, interval)  # its cost does not grow with ||L|| dt (161^2 nodes, dt 0.5: 3.1 s vs 4.0)
         if n_sub * 100 * self.generator.nnz > EXPM_MAX_WORK:
             return self._expm(v, interval)  # (which refuses where it is hopeless)
         p = v
         for _ in range(n_sub):
             p, steps = self._symmetric.apply(interval / n_sub, p, self._lanczos_rtol)
             if p is None:
-                self.expm_fallbacks += 1
+                self.lanczos_fallbacks += 1
+                fallback = self._fallback_method()
                 if steps:  # the Krylov space did not converge: no use trying again
-                    self.method = "expm"
-                return self._expm(v, interval)
+                    self.method = fallback
+                return self._expm(v, interval) if fallback == "expm" else self._rational(v, interval)
         return p
 
     def _advance(self, state, interval):
         v = state.ravel()
-        if self.method in ("expm", "lanczos"):
-            out = self._expm(v, interval) if self.method == "expm" else self._lanczos(v, interval)
-            return out.reshape(self.shape)
+        step = {"expm": self._expm, "lanczos": self._lanczos, "rational": self._rational}[self.method]
+        return step(v, interval).reshape(self.shape)
+
+    def _rational(self, v, interval):
         # equally spaced output times give intervals t_{k+1} - t_k that differ in the last bits:
         # reuse the factorisations when the interval agrees to 1e-12 relative (a time error far
         # below the 1e-14 accuracy of the rational approximation)
@@ -316,7 +323,7 @@ class FiniteVolumeSolver(_ForwardSolver):
             vc = v.astype(complex)
             for w, lu in self._factors[1]:
                 out += (w * lu.solve(vc)).real
-        return out.reshape(self.shape)
+        return out
 
     def evaluation_matrices(self, coords):
         """Per-axis matrices of the tensor-product cubic (not-a-knot) spline through the nodes.

@@ -191,8 +191,8 @@ def simulate_density(
         solver, which is exact in time.
     rtol : float, optional
         Accuracy of the finite-volume solver's exponential in time, relative to the density's maximum (default
-        ~1e-14 in 1-D and 2-D, where a looser one takes fewer factorisations,
-        :func:`fpirl.forward.finite_volume.talbot_nodes`; 1e-10 in 3-D and beyond, the Lanczos process of
+        ~1e-14 in 1-D, where a looser one takes fewer factorisations,
+        :func:`fpirl.forward.finite_volume.talbot_nodes`; 1e-10 from 2-D on, the Lanczos process of
         :mod:`fpirl.forward._lanczos`); ignored by the spectral solver.
 
     Returns

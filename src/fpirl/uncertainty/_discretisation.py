@@ -57,9 +57,10 @@ from ._time_step import psi_step_z
 #: 5.2 s; 24^4 spectral points x 50: 47 s). Larger fits (most 4-D ones) keep their beta uncorrected.
 MAX_SIMULATION_WORK = 4e6
 
-#: Accuracy of the simulation's exponential in time where it is the finite-volume solver's (walls): 1e-8 (16 Talbot
-#: nodes, 8 factorisations instead of 14), far below the percent-level bias being estimated and the solver's own
-#: O(h^2) space error; 2-D walled 24^2 grid: the simulation took 3.4 s at the default 1e-14.
+#: Accuracy of the simulation's exponential in time where it is the finite-volume solver's (walls): 1e-8, far below
+#: the percent-level bias being estimated and the solver's own O(h^2) space error (the Lanczos process from 2-D on,
+#: :mod:`fpirl.forward._lanczos`; in 1-D and in its fallback 16 Talbot nodes, 8 factorisations instead of 14; 2-D
+#: walled 24^2 grid: the simulation took 3.4 s with the Talbot rule at 1e-14).
 SIMULATION_RTOL = 1e-8
 
 
