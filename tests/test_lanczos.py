@@ -71,7 +71,7 @@ def test_long_intervals_are_split_into_substeps_or_left_to_the_rational_method_i
     times = [0.0, 0.5]
     _, ref = _solve("expm", 11, 0.2, times)
     solver, got = _solve("lanczos", 11, 0.2, times)
-    assert solver._norm1 * 0.5 > 2 * 400.0  # (LANCZOS_MAX_STIFFNESS: at least three substeps)
+    assert solver._norm1 * 0.5 > 2 * solver._symmetric.max_stiffness() == 800.0  # (at least three substeps)
     assert solver.lanczos_fallbacks == 0 and np.abs(got - ref).max() < 1e-10 * ref.max()
     init = lambda x: np.exp(-np.sum((x - 0.5) ** 2, axis=-1) / 0.05)  # noqa: E731
     flat = FiniteVolumeSolver([0.0, 0.0], [1.0, 1.0], 41, lambda x: x[..., 0], 0.2)
@@ -110,3 +110,17 @@ def test_a_steep_potential_in_2d_is_left_to_the_rational_method():
     got = solver.solve(init, times)
     assert solver.lanczos_fallbacks > 0 and solver.factorisations > 0
     assert np.abs(got - ref).max() <= 1e-12 * ref.max()
+
+
+def test_fewer_vectors_on_a_large_grid_mean_shorter_substeps(monkeypatch):
+    """Where memory allows only 20 Krylov vectors (a grid of millions of nodes; here the memory cap is lowered), each
+    application takes ``||L||_1 tau <= ((20 - 8) / 4)^2 = 9`` and the result still agrees with expm."""
+    import fpirl.forward._lanczos as lz
+
+    monkeypatch.setattr(lz, "VECTOR_BYTES", 1)
+    times = [0.0, 0.05, 0.1]
+    _, ref = _solve("expm", 13, 2.0, times)
+    solver, got = _solve("lanczos", 13, 2.0, times)
+    assert solver._symmetric.max_vectors() == 20 and solver._symmetric.max_stiffness() == 9.0
+    assert solver._norm1 * 0.05 > 3 * 9.0  # several substeps per interval
+    assert solver.lanczos_fallbacks == 0 and np.abs(got - ref).max() < 1e-10 * ref.max()

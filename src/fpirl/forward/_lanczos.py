@@ -75,6 +75,17 @@ class SymmetrisedGenerator:
         u = np.sqrt(volumes) * np.exp(-0.5 * shifted)
         self.null = u / np.linalg.norm(u)
 
+    def max_vectors(self) -> int:
+        """Lanczos vectors allowed: :data:`MAX_VECTORS`, fewer where they would take more than :data:`VECTOR_BYTES`
+        (at least 20)."""
+        return int(min(MAX_VECTORS, max(20, VECTOR_BYTES // (8 * self.null.size))))
+
+    def max_stiffness(self) -> float:
+        """The largest ``||L||_1 tau`` one application is given: the Krylov error falls fast once the space's dimension
+        exceeds about ``4 sqrt(rho tau) + 8`` (measured: 20-32 vectors at ``||L||_1 tau = 44``; ``||L||_1 >= rho``), so
+        ``((m - 8) / 4)^2`` for ``m`` :meth:`max_vectors`, at most 400."""
+        return float(min(400.0, ((self.max_vectors() - 8) / 4.0) ** 2))
+
     def usable(self) -> bool:
         """Whether the scaling ``T`` is representable (``beta (max psi - min psi)`` below ~1400)."""
         return self.spread < 1400.0
@@ -92,7 +103,7 @@ class SymmetrisedGenerator:
             return None, 0
         along = float(self.null @ q)
         rest = q - along * self.null
-        m_max = int(min(MAX_VECTORS, max(20, VECTOR_BYTES // (8 * q.size))))
+        m_max = self.max_vectors()
         w, steps = self._krylov(tau, rest, SAFETY * tol * top, m_max)
         if w is None:
             return None, steps

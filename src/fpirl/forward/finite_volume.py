@@ -74,8 +74,6 @@ EXPM_MAX_WORK = 2e10
 #: below the scheme's ``O(h^2)``, and loose enough that moderately steep potentials keep the method (module doc of
 #: :mod:`fpirl.forward._lanczos`).
 LANCZOS_RTOL = 1e-10
-#: Most ``||L||_1 dt`` of one Lanczos substep (longer intervals are split): about 100 Krylov vectors at most.
-LANCZOS_MAX_STIFFNESS = 400.0
 
 
 def _factorise(matrix: sp.spmatrix):
@@ -143,8 +141,9 @@ class FiniteVolumeSolver(_ForwardSolver):
       would cost more than :data:`EXPM_MAX_WORK` is refused with a one-line error (a tiny ``beta``).
 
     ``'auto'`` (default) picks ``'rational'`` in 1-D and ``'lanczos'`` from 2-D on (where the scaling is
-    representable; else the fallback above; in 2-D an interval with ``||L||_1 dt`` above
-    :data:`LANCZOS_MAX_STIFFNESS` goes to the Talbot rule, whose cost does not grow with it). Measured (docs/benchmarks.md): on 161^2 nodes, ``beta = 5``, two
+    representable; else the fallback above; in 2-D an interval with ``||L||_1 dt`` above one Lanczos application's
+    (:meth:`fpirl.forward._lanczos.SymmetrisedGenerator.max_stiffness`, 400) goes to the Talbot rule, whose cost does
+    not grow with it). Measured (docs/benchmarks.md): on 161^2 nodes, ``beta = 5``, two
     intervals ``dt = 0.5`` took 1.7-2.0 s rational, 0.6 s lanczos, 23 s expm; on 97^2 nodes, 30 intervals, 1.4 s
     rational against 0.18 s lanczos; on 49^3 nodes (``beta = 4``, ``||L|| dt = 44``) lanczos took a third of
     expm's time. SuperLU factorisations of 3-D and 4-D stencils are slow (seconds already at 17^3 nodes), so the
@@ -279,14 +278,15 @@ class FiniteVolumeSolver(_ForwardSolver):
         return np.asarray(expm_multiply(self.generator * interval, v, traceA=self._trace * interval))
 
     def _lanczos(self, v, interval):
-        """``exp(L interval) v`` by :mod:`fpirl.forward._lanczos` in substeps of ``||L||_1 dt <=``
-        :data:`LANCZOS_MAX_STIFFNESS` (an interval that would need several is left to the Talbot rule where that is the
+        """``exp(L interval) v`` by :mod:`fpirl.forward._lanczos` in substeps of ``||L||_1 dt`` within
+        :meth:`~fpirl.forward._lanczos.SymmetrisedGenerator.max_stiffness` (400; less on grids so large that fewer
+        Krylov vectors fit in memory) (an interval that would need several is left to the Talbot rule where that is the
         fallback: its cost does not grow with ``||L|| dt``); an interval whose estimate stalls (steep potentials, module doc there) is
         taken by the fallback method instead (and every later one where the Krylov space did not converge)."""
-        n_sub = max(1, math.ceil(self._norm1 * interval / LANCZOS_MAX_STIFFNESS))
+        n_sub = max(1, math.ceil(self._norm1 * interval / self._symmetric.max_stiffness()))
         if n_sub > 1 and self._fallback_method() == "rational":
             return self._rational(v, interval)  # its cost does not grow with ||L|| dt (161^2 nodes, dt 0.5: 3.1 s vs 4.0)
-        if n_sub * 100 * self.generator.nnz > EXPM_MAX_WORK:
+        if n_sub * self._symmetric.max_vectors() * self.generator.nnz > EXPM_MAX_WORK:
             return self._expm(v, interval)  # (which refuses where it is hopeless)
         p = v
         for _ in range(n_sub):
