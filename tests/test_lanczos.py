@@ -124,3 +124,9 @@ def test_fewer_vectors_on_a_large_grid_mean_shorter_substeps(monkeypatch):
     assert solver._symmetric.max_vectors() == 20 and solver._symmetric.max_stiffness() == 9.0
     assert solver._norm1 * 0.05 > 3 * 9.0  # several substeps per interval
     assert solver.lanczos_fallbacks == 0 and np.abs(got - ref).max() < 1e-10 * ref.max()
+
+
+def test_a_zero_density_stays_zero():
+    solver = FiniteVolumeSolver([0.0] * 3, [1.0] * 3, 7, _psi, 2.0)
+    out, products = solver._symmetric.apply(0.1, np.zeros(7**3), 1e-10)
+    assert products == 0 and not out.any()

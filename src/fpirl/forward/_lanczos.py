@@ -98,6 +98,8 @@ class SymmetrisedGenerator:
         ``tol`` within the vectors allowed."""
         q = self.scale * p
         top = float(np.abs(p).max())
+        if top == 0.0:
+            return np.zeros_like(p), 0
         floor = ROUNDING * float(np.linalg.norm(q)) / np.sqrt(q.size) * float(self.inverse_scale.max()) / top
         if floor > SAFETY * tol:
             return None, 0
