@@ -278,11 +278,13 @@ class FiniteVolumeSolver(_ForwardSolver):
         return np.asarray(expm_multiply(self.generator * interval, v, traceA=self._trace * interval))
 
     def _lanczos(self, v, interval):
-        """``exp(L interval) v`` by :mod:`fpirl.forward._lanczos` in substeps of ``||L||_1 dt`` within
-        :meth:`~fpirl.forward._lanczos.SymmetrisedGenerator.max_stiffness` (400; less on grids so large that fewer
-        Krylov vectors fit in memory) (an interval that would need several is left to the Talbot rule where that is the
-        fallback: its cost does not grow with ``||L|| dt``); an interval whose estimate stalls (steep potentials, module doc there) is
-        taken by the fallback method instead (and every later one where the Krylov space did not converge)."""
+        """``exp(L interval) v`` by :mod:`fpirl.forward._lanczos`, in substeps of ``||L||_1 dt`` up to
+        :meth:`~fpirl.forward._lanczos.SymmetrisedGenerator.max_stiffness` (400; less on grids too large for 100
+        Krylov vectors in memory).
+
+        The fallback method (:meth:`_fallback_method`) takes the interval instead where it needs several substeps and
+        the fallback is the Talbot rule (whose cost does not grow with ``||L|| dt``), and where the estimate stalls
+        (steep potentials, module doc there); where the Krylov space did not converge it takes every later one too."""
         n_sub = max(1, math.ceil(self._norm1 * interval / self._symmetric.max_stiffness()))
         if n_sub > 1 and self._fallback_method() == "rational":
             return self._rational(v, interval)  # its cost does not grow with ||L|| dt (161^2 nodes, dt 0.5: 3.1 s vs 4.0)

@@ -42,7 +42,7 @@ from ._bootstrap import refit_params
 from ._discretisation import simulated_gamma_bias, simulation_too_large
 from ._snapshot_noise import _density_estimator
 from ._time_step import noise_sd_gamma
-from ._posterior import BAND_QUANTILES
+from ._posterior import BAND_QUANTILES, beta_bounds
 
 #: Settings of a fit that replaced the midpoint fit by its Simpson refit
 #: (:func:`fpirl.uncertainty._time_step.simpson_point`), carried into the basis-corrected refit.
@@ -101,10 +101,10 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
             simulated = simulated_gamma_bias(inner, snapshots)
     if simulated is not None and gamma - simulated[0] <= 0:  # a bias as large as gamma: not a small correction
         simulated = None
+    sd = noise_sd_gamma(post)  # the std of gamma under the snapshot noise alone
     # the bias in noise standard deviations of gamma, recorded (no threshold: module doc of _discretisation)
     z_sim = None
     if simulated is not None:
-        sd = noise_sd_gamma(post)
         z_sim = float(abs(simulated[0]) / sd) if sd > 0 else float("inf")
         gamma -= simulated[0]
     if not basis and simulated is None:
@@ -127,9 +127,9 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     # the fitted beta's interval, and the corrected point's own noise interval (the snapshot noise's spread of 1/beta
     # around it; the systematic columns are what the correction acted on): before, the interval reached only the point
     # itself, so a correction that hit the truth could end a hair short of it
-    half = post.quantile(BAND_QUANTILES[1]) * noise_sd_gamma(post)
-    g_c = 1.0 / float(refit.beta_)
-    bounds = (min(lo, 1.0 / (g_c + half)), max(hi, 1.0 / (g_c - half) if g_c > half else float("inf")))
+    half = post.quantile(BAND_QUANTILES[1]) * sd
+    clo, chi = beta_bounds(1.0 / float(refit.beta_) - half, 1.0 / float(refit.beta_) + half)
+    bounds = (min(lo, clo), max(hi, chi))
     post.mean = np.asarray(refit.coef_, dtype=float).ravel()
     post.gamma = 1.0 / float(refit.beta_)
     post.beta_bounds = bounds

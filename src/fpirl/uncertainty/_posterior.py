@@ -180,12 +180,19 @@ class CoefficientPosterior:
         else:
             sd = self.gamma_std()
             glo, ghi = self.gamma + self.quantile(quantiles[0]) * sd, self.gamma + self.quantile(quantiles[1]) * sd
-        lower, upper = (float(1.0 / ghi) if ghi > 0 else float("inf")), (float(1.0 / glo) if glo > 0 else float("inf"))
+        lower, upper = beta_bounds(glo, ghi)
         if self.beta_coarse is not None:
             lower, upper = widened_by_basis_error((lower, upper), self.gamma, 1.0 / self.beta_coarse)
         if self.beta_pilot is not None:  # the block grid's error at a Hermite space finer than it resolves
             lower, upper = min(lower, self.beta_pilot), max(upper, self.beta_pilot)
         return lower, upper
+
+
+def beta_bounds(gamma_lower: float, gamma_upper: float) -> tuple[float, float]:
+    """beta's interval ``(1 / gamma_upper, 1 / gamma_lower)`` from one of ``gamma = 1/beta`` (monotone); an end of
+    ``gamma`` at or below 0 leaves beta unbounded there (``inf``)."""
+    return ((float(1.0 / gamma_upper) if gamma_upper > 0 else float("inf")),
+            (float(1.0 / gamma_lower) if gamma_lower > 0 else float("inf")))
 
 
 def widened_by_basis_error(bounds, gamma: float, gamma_coarse: float) -> tuple[float, float]:
