@@ -20,8 +20,11 @@ def _draw(res, model, normalize, rng, need_bands=True):
     ug = bg = qg = rr = 0.0
     energy = np.zeros(op.shape)
     carry = None
+    blocks = [b for b, *_ in res.fitted()]  # overlapping by op.overlap snapshots
+    mean = np.mean(np.concatenate([b if i == 0 else b[op.overlap:] for i, b in enumerate(blocks)]), axis=0)
+    support = (mean >= 1e-3 * mean.max()).astype(float)  # the additive shape: 1 where the data show mass
     for block, pbar, c, rhat in res.fitted():
-        e, carry = _noise(block, carry, model, normalize, op.grid, rng, op.overlap)
+        e, carry = _noise(block, carry, model, normalize, op.grid, rng, op.overlap, support)
         ebar, ce, re = res.apply(e)
         rr += float(np.vdot(re, re))
         energy += np.sum(re * re, axis=0)

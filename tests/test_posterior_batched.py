@@ -73,11 +73,13 @@ def test_batched_draws_equal_the_per_draw_computation(boundary, noisy, estimate_
 
 
 @pytest.mark.parametrize("model, normalize, full_rank", [("multiplicative", True, False), ("additive", True, False),
-                                                         ("multiplicative", False, False), ("multiplicative", True, True)])
+                                                         ("multiplicative", False, False), ("multiplicative", True, True),
+                                                         ("additive", True, True)])
 def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, full_rank, rng):
     """The direct sampler of ``y = X e`` is linear in its normal numbers: its covariance, read off unit
     vectors, equals the dense ``X T (X T)^T`` of the noise map ``e = T z`` (oracle: the model written out).
-    Full rank: every per-node covariance positive definite (their Cholesky factors), else the eigendecompositions."""
+    Full rank: every per-node covariance positive definite (their Cholesky factors), else the eigendecompositions;
+    additive noise is 1 where the data show mass and 0 at the node without data."""
     from fpirl.uncertainty._reduced_noise import ReducedNoise
 
     L, k1, shape = 3, 6, (3, 4)
@@ -88,14 +90,16 @@ def test_reduced_noise_has_the_law_of_the_mixed_noise(model, normalize, full_ran
         X[2] = X[0] + X[1]  # a rank-deficient mix: a direction of no variance
         p[:, 0, 0] = 0.0  # no data at one node: no multiplicative noise there
     w = rng.uniform(0.5, 1.5, shape)
-    s = p.reshape(k1, n) if model == "multiplicative" else np.ones((k1, n))
+    on_support = (p.mean(axis=0) > 0).ravel()  # the node without data is the only one off the support
+    s = p.reshape(k1, n) if model == "multiplicative" else np.ones((k1, n)) * on_support
     T = np.diag(s.ravel())  # e_k[j] = s_k[j] z_k[j] - p_k[j] sum_j' w_j' s_k[j'] z_k[j']
     if normalize:
         T -= np.einsum("kj,kl,lm->kjlm", p.reshape(k1, n), np.eye(k1), w.ravel()[None, :] * s).reshape(k1 * n, k1 * n)
     Y = np.kron(X, np.eye(n)) @ T
     sampler = ReducedNoise(X, p, model, normalize, w)
     # the Cholesky factors (lower triangular) exactly where every per-node covariance is positive definite
-    assert np.allclose(sampler.root, np.tril(sampler.root)) == full_rank
+    if model == "multiplicative":  # (additive: one covariance for every node, its eigendecomposition)
+        assert np.allclose(sampler.root, np.tril(sampler.root)) == full_rank
     m = n * L + k1 * normalize
     G = np.empty((L * n, m))
     for c in range(m):

@@ -45,7 +45,7 @@ from ..weakform.assembly import time_pairs
 from tqdm.auto import tqdm
 
 from ._many_modes import ManyModeWalk
-from ._reduced_noise import EIG_RTOL, PrefetchedNoise, ReducedNoise, pod_spectrum
+from ._reduced_noise import EIG_RTOL, PrefetchedNoise, ReducedNoise, noise_shape, pod_spectrum
 from ._truncation import energy_tolerance, kept_modes, mode_energies
 
 #: Relative eigenvalue cut of the time compression (exact to this level, as the matrix-free path's).
@@ -101,6 +101,7 @@ class BatchedDraws:
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
         self._fields = (pbar, c, rhat)
+        self._shapes = {}  # the noise shapes by model (noise_into)
         # the POD of the averaged data and of the fitted residual: (eigenvalues, time vectors), all kept modes
         self.spectra = (pod_spectrum(pbar, COMPRESS_RTOL), pod_spectrum(rhat, COMPRESS_RTOL))
         self.crhat = None
@@ -201,8 +202,11 @@ class BatchedDraws:
         for cnt in self.counts:
             rng.standard_normal(out=out[pos : pos + cnt])
             pos += cnt
-        if model == "multiplicative":
-            out *= self.pfull
+        if model not in self._shapes:  # the noise shape (module doc), None where it is 1 everywhere
+            shape = noise_shape(model, self.pfull)
+            self._shapes[model] = None if model != "multiplicative" and np.all(shape[0] == 1.0) else shape
+        if self._shapes[model] is not None:
+            out *= self._shapes[model]
         if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
             out -= self.pfull * self.op.grid.integrate(out).reshape((-1,) + (1,) * self.op.grid.ndim)
         return out

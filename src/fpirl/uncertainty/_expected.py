@@ -51,7 +51,7 @@ from ..core._tensor import apply_along_axis
 from ..core._threads import halves, one_blas_thread
 from ..weakform.assembly import time_pairs
 from ..weakform.matfree import _pad
-from ._reduced_noise import pod_modes
+from ._reduced_noise import noise_shape, pod_modes
 
 #: The ``3^d`` band fields of the operators are kept between the expectations below this size.
 _BAND_CACHE_BYTES = 1 << 28
@@ -163,7 +163,7 @@ class ExpectedResidual:
 
     def _sums(self, model):
         """``s_i^2`` and the padded ``(S_a, S_b, S_c)`` (the variances summed over time with the weights)."""
-        s2 = self.pfull**2 if model == "multiplicative" else np.ones_like(self.pfull)
+        s2 = noise_shape(model, self.pfull) ** 2
         S = [np.tensordot(x, s2, axes=(0, 0)) for x in (self.alpha, self.beta, self.c)]
         return s2, [_pad(x[None], self.periodic)[..., 0] for x in S]
 

@@ -10,7 +10,7 @@ of :func:`fpirl.uncertainty._batched._noise`,
     e_k[j] = s_k[j] z_k[j] - [\text{normalize}]\, p_k[j]\, c_k,\qquad c_k = \sum_j w_j s_k[j] z_k[j],
     \qquad z \sim N(0, I),
 
-(``s = p`` multiplicative, ``s = 1`` additive, ``w`` the node weights), ``y[:, j] = a_j - X (p_j \odot c)``
+(``s`` the noise shape of :func:`noise_shape`, ``w`` the node weights), ``y[:, j] = a_j - X (p_j \odot c)``
 with ``a_j = B_j z_j``, ``B_j = X \operatorname{diag}(s_j)``. Per node, ``B_j B_j^T = U_j \Lambda_j U_j^T``
 (``L x L``, eigenvalues below ``EIG_RTOL`` of the largest dropped), and
 
@@ -48,12 +48,36 @@ import numpy as np
 import scipy.linalg.blas
 
 from ..core._threads import halves, one_blas_thread
+from ..mdp.support import SUPPORT_RELATIVE
 
 #: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance) and of
 #: every POD of the posterior (:func:`pod_basis`: the time compression, the fields of the expectations).
 EIG_RTOL = 1e-13
 #: Nodes per chunk when the global covariance ``C_c`` is accumulated.
 _CHUNK_NODES = 4096
+
+
+def noise_shape(model: str, pfull: np.ndarray) -> np.ndarray:
+    """The nodal noise shape ``s_k`` of the snapshot-noise model (:mod:`fpirl.uncertainty._snapshot_noise`), shape
+    ``pfull.shape`` (``(K + 1, *grid)``, the fitted snapshots).
+
+    ``'multiplicative'``: ``s_k = p_k``. ``'additive'``: ``s_k = 1`` on the data's support, the nodes where the
+    time mean of the snapshots is at least :data:`fpirl.mdp.support.SUPPORT_RELATIVE` of its largest (the
+    ``data_support`` of the result), and 0 elsewhere: where the snapshots show no mass they show no noise either
+    (noise of that size would put the node in the support), and noise modelled there would move psi only
+    through the ridge's extrapolation (a second-order bias thousands of times psi's range on a walled box).
+    The additive shape is a read-only broadcast view (one field in memory).
+    """
+    pfull = np.asarray(pfull, dtype=float)
+    if model == "multiplicative":
+        return pfull
+    return np.broadcast_to(support_shape(pfull), pfull.shape)
+
+
+def support_shape(pfull: np.ndarray) -> np.ndarray:
+    """The additive shape on one snapshot, ``(*grid)``: 1.0 on the data's support (:func:`noise_shape`), else 0.0."""
+    mean = np.mean(pfull, axis=0)
+    return (mean >= SUPPORT_RELATIVE * float(mean.max())).astype(float)
 
 
 def pod_spectrum(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.ndarray]:
@@ -147,14 +171,23 @@ class ReducedNoise:
         self.n = P.shape[1]
         self.P = P
         self.normalize = bool(normalize)
-        additive = model != "multiplicative"
-        s2 = np.ones_like(P) if additive else P * P
-        # per node B_j B_j^T = X diag(s_j^2) X^T: one GEMM (L^2 x (K+1)) @ ((K+1) x n); additive: X X^T everywhere
+        s = noise_shape(model, pfull).reshape(k1, -1)
+        s2 = s * s
+        # additive on every node: one X X^T for all nodes; on part of them: that one, zero off the support
+        additive = model != "multiplicative" and bool(np.all(s2[0] == 1.0))
+        # per node B_j B_j^T = X diag(s_j^2) X^T: one GEMM (L^2 x (K+1)) @ ((K+1) x n)
         outer = (X[:, None, :] * X[None, :, :]).reshape(L * L, k1)
-        gram = (outer @ (s2[:, :1] if additive else s2)).T.reshape(-1, L, L)
-        gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
-        # a_j = root_j xi_j, beta_j = pinv_j xi_j: (n or 1, L, L), one stacked GEMM per draw batch
-        self.root, self.pinv = _roots(gram)
+        if model == "multiplicative":
+            gram = (outer @ s2).T.reshape(-1, L, L)
+            gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
+            # a_j = root_j xi_j, beta_j = pinv_j xi_j: (n or 1, L, L), one stacked GEMM per draw batch
+            self.root, self.pinv = _roots(gram)
+        else:
+            gram = outer.sum(axis=1).reshape(1, L, L)
+            self.root, self.pinv = _roots(0.5 * (gram + np.swapaxes(gram, 1, 2)))
+            if not additive:
+                on = s2[0][:, None, None]
+                self.root, self.pinv = self.root * on, self.pinv * on
         if not self.normalize:
             return
         w = np.asarray(weights, dtype=float).ravel()
@@ -239,13 +272,14 @@ class ReducedNoise:
         return self._from_normals(normals, n_draws, True, eta).reshape((n_draws, self.L) + self.grid_shape)
 
 
-def _noise(block, carry, model, normalize, grid, rng, overlap: int = 1):
+def _noise(block, carry, model, normalize, grid, rng, overlap: int = 1, support=1.0):
     """Unit-scale noise of the snapshots of ``block`` (its first ``overlap`` ones are ``carry`` when given), and the
-    normals of its last ``overlap`` snapshots (the next block's ``carry``)."""
+    normals of its last ``overlap`` snapshots (the next block's ``carry``); ``support``: the additive shape
+    (:func:`support_shape` of all the snapshots)."""
     z = rng.standard_normal((block.shape[0] - (0 if carry is None else carry.shape[0]),) + block.shape[1:])
     if carry is not None:
         z = np.concatenate([carry, z])
-    e = z * block if model == "multiplicative" else z.copy()
+    e = z * block if model == "multiplicative" else z * support
     if normalize:  # the fit scales each snapshot to unit mass: first-order effect on the noise
         e -= block * grid.integrate(e).reshape((-1,) + (1,) * grid.ndim)
     return e, z[-overlap:]

@@ -81,6 +81,7 @@ from ..weakform.matfree import StreamingSnapshots
 from ..core._errors import FpirlInputError
 from ..weakform.noise_bias import snapshot_noise_variance
 from ._bootstrap import refit_params
+from ._reduced_noise import support_shape
 
 #: Spacing ratio of the resampled coarse grid (odd element counts; module doc).
 RESAMPLE_RATIO = 1.5
@@ -270,15 +271,16 @@ def confirmed_noise(source, noise: str, sigma2: float, variance=False) -> float:
     """``min(1, rho)``: the share of the posterior's noise level that the snapshots' own time differences confirm
     (module doc), ``rho = sum_n V_n / (sigma^2 sum_n sum_k s_k[n]^2)`` with ``V`` the difference-based nodal noise
     variance (:func:`fpirl.weakform.noise_bias.snapshot_noise_variance`, summed over the snapshots) and ``s_k`` the
-    noise shape (``p_k`` or 1). ``source``: the snapshots as fitted (normalised where the fit normalises; in memory
+    noise shape (:func:`fpirl.uncertainty._reduced_noise.noise_shape`). ``source``: the snapshots as fitted (normalised where the fit normalises; in memory
     or streamed). 1 where ``V`` cannot be estimated."""
     nv = snapshot_noise_variance(source) if variance is False else variance  # (the fit's, where it kept it)
     if nv is None or not sigma2 > 0:
         return 1.0
     if noise == "multiplicative":
         shape2 = sum(float(np.vdot(block, block)) for block in _blocks(source))
-    else:
-        shape2 = float(source.n_times * source.grid.size)
+    else:  # 1 on the data's support (fpirl.uncertainty._reduced_noise.noise_shape)
+        total = sum(np.sum(block, axis=0) for block in _blocks(source))
+        shape2 = float(source.n_times * np.sum(support_shape(total[None])))
     return float(min(1.0, np.sum(nv.total) / (sigma2 * shape2))) if shape2 > 0 else 1.0
 
 

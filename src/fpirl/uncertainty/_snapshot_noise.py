@@ -8,7 +8,8 @@ enters the pair averages of the design too. Here the noise is modelled where it 
 .. math::
     p_k^{obs} = p_k + \sigma\, s_k \odot z_k,\qquad z_k \sim N(0, I)\ \text{independent over } k,
 
-with the nodal shape ``s_k = p_k`` (multiplicative noise) or ``s_k = 1`` (additive); with
+with the nodal shape ``s_k = p_k`` (multiplicative noise) or ``s_k = 1`` on the data's support and 0
+where the snapshots show no mass (additive; :func:`fpirl.uncertainty._reduced_noise.noise_shape`); with
 ``normalize`` the draws are projected like the data (``e_k - p_k \int e_k``, unit mass). The
 residual ``r(p; x) = G(p) + D(p) x`` (``G = M dot p``, ``D = [Xi(bar p), C(bar p)]``, ``x = [theta;
 gamma]``) is linear in the snapshots at fixed ``x``, so the estimator ``K x = -D^T G`` moves to
@@ -287,7 +288,7 @@ def snapshot_posterior(est, snapshots, *, noise: str = "auto", n_draws: int | No
     snapshots : DensitySnapshots or fpirl.weakform.matfree.StreamingSnapshots
         The data of the fit.
     noise : {'auto', 'multiplicative', 'additive'}
-        Noise shape ``s_k = p_k`` or ``1``; ``'auto'`` picks by the residual profile (:func:`choose_shape`).
+        Noise shape ``s_k = p_k`` or ``1`` on the data's support; ``'auto'`` picks by the residual profile (:func:`choose_shape`).
     n_draws : int, optional
         Noise draws ``S`` (:data:`DEFAULT_DRAWS`, :data:`DEFAULT_DRAWS_MATFREE` on the matrix-free
         path); the std carries a relative Monte Carlo error of about ``1 / sqrt(2 S)``.

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._reduced_noise import noise_shape
+
 #: The dropped modes' share of the energy of ``u + b`` is at most ``(MODE_FRACTION / sqrt(2 S))^2``.
 MODE_FRACTION = 0.3
 
@@ -80,8 +82,8 @@ def mode_energies(expected, model: str, Vq: np.ndarray, lam_q: np.ndarray, Wr: n
     """The estimated energies (module doc) of the ``u`` terms (time vectors ``Vq`` ``(K, M)``, eigenvalues
     ``lam_q``) and the ``b`` terms (``Wr``, ``lam_r``), for the noise shape ``model``; ``Tb``, ``Td``
     ``(K, K + 1)`` the time pairs."""
-    p = expected.pfull.reshape(expected.pfull.shape[0], -1)
-    s2 = p * p if model == "multiplicative" else np.ones_like(p)
+    s = noise_shape(model, expected.pfull)
+    s2 = (s * s).reshape(s.shape[0], -1)
     ea, eab, eb = (s2 @ c.ravel() for c in column_energies(expected))
     a, b = Vq.T @ Td, Vq.T @ Tb  # (M, K + 1)
     rho = (a * a) @ ea + 2 * (a * b) @ eab + (b * b) @ eb
