@@ -125,7 +125,10 @@ def _cases(tmp_path, df, valid_nc=None):
     dup = pd.concat([df, df.iloc[[60]]])  # one observation twice
     single = df.groupby("id").head(1)
     good = write("good.csv", df)
+    twice = df.rename(columns={"a": "s"})  # a header naming 's' twice (pandas alone would read the second as 's.1')
     return {
+        "repeated column name": ([write("twice.csv", twice), *COLS[:-2], "--boundary", "periodic", "--bounds", "-1:1"],
+                                 ["more than one column named 's'", "unique"]),
         "missing column": ([good, *COLS[:-2], "--action", "vel", *BOX], ["no column 'vel'", "available columns"]),
         "unknown track column": ([good, "--track", "agent", *COLS[2:], *BOX], ["no column 'agent'"]),
         "non-numeric": ([write("bad.csv", bad_x), *COLS, *BOX], ["column 's'", "non-numeric", "'oops'", "row 41"]),

@@ -46,6 +46,10 @@ def _have_pyarrow() -> bool:
 
 def _missing_columns(path: Path, available, needed) -> None:
     available = [str(c) for c in available]
+    repeated = sorted({c for c in needed if available.count(c) > 1})
+    if repeated:
+        raise FpirlInputError(f"{str(path)!r} has more than one column named "
+                              f"{', '.join(repr(c) for c in repeated)}: column names must be unique")
     missing = [c for c in needed if c not in available]
     if missing:
         which = ", ".join(repr(c) for c in missing)
@@ -184,7 +188,9 @@ def csv_delimiter(path: Path) -> str:
 
 def _csv_header(path: Path, sep: str) -> list:
     try:
-        return list(pd.read_csv(path, nrows=0, sep=sep).columns)
+        # the names as written (pandas would rename a repeated one to 'name.1')
+        return [str(c) for c in pd.read_csv(path, nrows=1, header=None, sep=sep, dtype=str,
+                                            keep_default_na=False).iloc[0]]
     except pd.errors.EmptyDataError:
         raise FpirlInputError(f"{str(path)!r} is empty (no header line with the column names)") from None
     except (UnicodeDecodeError, pd.errors.ParserError) as exc:
