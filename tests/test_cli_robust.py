@@ -39,6 +39,7 @@ def test_options_out_of_range_are_usage_errors(data_and_result, tmp_path, cli):
         "--action-drift": ["solve", result, "--action-drift", "1e300", "-o", out],
         "--seed": ["simulate", result, "--steps", "2", "--tracks", "3", "--seed", "-1", "-o", tracks],
         "density data need >= 2": ["fit", data, "-o", out, "--beta", "4", "--hermite-elements", "0"],
+        "fewer steps": ["simulate", result, "--steps", "10000000", "-o", out],  # 1.7e9 values: refused before the work
     }
     for option, argv in cases.items():
         cli.assert_input_error(cli(*argv), option)
@@ -133,3 +134,13 @@ def test_a_closed_pipe_stops_quietly(data_and_result, tmp_path, monkeypatch, cap
     assert main(["compare", str(tmp_path / "d.nc"), str(sim), "-o", str(tmp_path / "kl.png")]) == 1
     monkeypatch.undo()
     assert capsys.readouterr().err == ""
+
+
+def test_binary_bytes_in_an_error_are_escaped(tmp_path, capsys):
+    """A binary file named .csv: the message quoted its header's raw control bytes onto the terminal."""
+    path = tmp_path / "garbage.csv"
+    path.write_bytes(bytes(range(9)) + b",\x1b[2Jx\n1,2\n")
+    assert main(["fit", str(path), "-o", str(tmp_path / "o.nc"), "--track", "id", "--time", "t", "--state", "x"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("fpirl: error: ")
+    assert all(c.isprintable() for c in err.rstrip("\n")) and "\\x1b" in err and "\\x00" in err

@@ -120,6 +120,14 @@ def test_simulate_from_single_observation_tracks(periodic, cli, tmp_path):
     assert all(np.any(np.all(np.isclose(obs, row), axis=1)) for row in starts)  # drawn from the given starts
 
 
+def test_simulating_more_rows_than_memory_holds_is_refused_before_the_work(periodic, cli, tmp_path):
+    """3 tracks of 1e8 steps (1.2e9 values): it ran for more than 10 minutes towards a 3e8-row file."""
+    d, _ = periodic
+    proc = cli("simulate", d / "r.nc", "--tracks", 3, "--steps", 100_000_000, "-o", tmp_path / "x.csv")
+    assert proc.returncode == 2 and "fewer tracks or steps" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
+
+
 def test_velocity_starts_of_single_observations_are_a_one_line_error(tmp_path):
     from fpirl.core._errors import FpirlInputError
 

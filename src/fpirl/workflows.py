@@ -22,6 +22,15 @@ from .estimators.track_noise import TrackNoise
 from .tracks.result_attrs import table_columns
 
 MODELS = ("mdp", "fp")
+#: The most values a simulation holds (snapshots x nodes, or track rows x columns): 2 GB of float64.
+MAX_SIMULATED_VALUES = 250_000_000
+
+
+def _check_size(values: int, what: str) -> None:
+    """A one-line error before a simulation that would hold more than :data:`MAX_SIMULATED_VALUES` values."""
+    if values > MAX_SIMULATED_VALUES:
+        raise FpirlInputError(f"the simulation would hold {values:.3g} values ({8 * values / 1e9:.3g} GB), more than "
+                              f"{MAX_SIMULATED_VALUES:.3g}: {what}")
 
 
 def nodal_interpolant(grid: Grid, values: np.ndarray):
@@ -69,6 +78,8 @@ def simulate_model(model: FittedModel, steps: int, kind: str = "mdp", initial=No
     if not np.all(np.isfinite(p0)) or np.any(p0 < 0) or not grid.integrate(p0) > 0:
         raise FpirlInputError("initial density must be finite, non-negative and of positive mass")
     p0 = p0 / grid.integrate(p0)
+    _check_size((int(steps) + 1) * grid.size, f"fewer steps (at most {MAX_SIMULATED_VALUES // grid.size - 1} "
+                f"snapshots of {grid.size} nodes)")
     times = model.dt * np.arange(steps + 1)
     if kind == "mdp":
         if not (grid.state_axes and grid.action_axes):
@@ -180,6 +191,7 @@ def simulate_track_table(ds, n_tracks: int, steps: int, rng=0, start=None):
     cols = result_table_columns(ds.attrs)
     model = model_from_result(ds)
     grid = model.grid
+    _check_size((int(steps) + 2) * int(n_tracks) * (grid.ndim + 2), "fewer tracks or steps")
     if start is not None:
         if tuple(start.names) != grid.names:
             raise FpirlInputError(f"the start tracks have axes {', '.join(start.names)}, the result "

@@ -18,7 +18,14 @@ class UsageError(Exception):
 
 
 def _one_line(text) -> str:
-    return " ".join(str(text).split())
+    """``text`` on one line, control characters escaped (an error may quote a binary file's bytes)."""
+    text = "".join(c if c.isprintable() or c.isspace() else repr(c)[1:-1] for c in str(text))
+    return " ".join(text.split())
+
+
+def count(n: int, noun: str) -> str:
+    """``'1 track'``, ``'3 tracks'``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _error(message) -> None:

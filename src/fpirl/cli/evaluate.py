@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import EXIT_OK, add_column_arguments, table_columns_for
+from ._common import EXIT_OK, add_column_arguments, count, table_columns_for
 
 
 def add_evaluate_arguments(p: argparse.ArgumentParser) -> None:
@@ -32,7 +32,7 @@ def cmd_evaluate(args) -> int:
         print(json.dumps(score.to_json()))
         return EXIT_OK
     print(f"fpirl evaluate: {score.transitions} held-out transitions (three consecutive observations) "
-          f"in {table.n_tracks} tracks of {args.tracks}")
+          f"in {count(table.n_tracks, 'track')} of {args.tracks}")
     for line in score_table(score):
         print(line)
     print("(mean log-density of the next position in nats per transition, in the table's units; higher is better; "

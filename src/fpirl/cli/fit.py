@@ -9,7 +9,7 @@ import re
 
 from ..core._errors import FpirlInputError
 from ._common import (EXIT_OK, _beta, _coarsen, _discount, _fit_notes, _hermite_elements, _lag, _mobility, _output_netcdf,
-                      _positive_int, _print_uncertainty, _progress, _ridge, add_column_arguments)
+                      _positive_int, _print_uncertainty, _progress, _ridge, add_column_arguments, count)
 
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
@@ -349,7 +349,8 @@ def _fit_table(args, out) -> int:
     if constant:
         chosen += f"; psi constant along {constant}"
     print(
-        f"fpirl fit: {tracks.n_obs} observations, {tracks.n_tracks} tracks, {len(tracks.pairs()[0])} transitions, "
+        f"fpirl fit: {count(tracks.n_obs, 'observation')}, {count(tracks.n_tracks, 'track')}, "
+        f"{count(len(tracks.pairs()[0]), 'transition')}, "
         f"dt={tracks.dt:g}; {name} estimator: beta={est.beta_:.6g} ({'fixed' if args.beta else 'estimated'}), "
         f"Hermite elements {elements} ({chosen}), ridge={_relative_ridge(est)}; wrote {out}"
     )
