@@ -101,7 +101,7 @@ class BatchedDraws:
         pbar, c, rhat = (np.concatenate(a) for a in (pbar, c, rhat))
         self.K = pbar.shape[0]
         self._fields = (pbar, c, rhat)
-        self._shapes = {}  # the noise shapes by model (noise_into)
+        self._shapes = {}  # the noise shape by model (noise_into)
         # the POD of the averaged data and of the fitted residual: (eigenvalues, time vectors), all kept modes
         self.spectra = (pod_spectrum(pbar, COMPRESS_RTOL), pod_spectrum(rhat, COMPRESS_RTOL))
         self.crhat = None
@@ -192,7 +192,6 @@ class BatchedDraws:
     # --- noise --------------------------------------------------------------------------
     def noise(self, model, normalize, rng) -> np.ndarray:
         """One unit-scale draw of all snapshots, ``(K + 1, *grid)``, with the generator calls of the per-draw code."""
-
         return self.noise_into(np.empty(self.pfull.shape), model, normalize, rng)
 
     def noise_into(self, out, model, normalize, rng) -> np.ndarray:
