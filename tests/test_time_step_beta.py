@@ -64,3 +64,32 @@ def test_continuous_and_one_step_beta_on_ou_tracks(rng, exact):
     assert "beta_continuous" in est.result_extra()
     assert IncrementsEstimator(beta=BETA, hermite_elements=(2, 2), mobility=0, second_lag=False,
                                track_noise=False).fit(_ou_tracks(rng, exact, n=50)).beta_continuous_ is None
+
+
+def test_beta_given_keeps_the_factor_and_the_fit_says_the_drift_is_fast(rng, monkeypatch):
+    """With beta given the factor is still computed (psi's wells, not beta, carry the time step then): on exactly
+    sampled OU tracks the one-step Hessian is K (1 - e^{-K dt}) / (K dt) (the drift of the exact transition), which
+    the note's factor z / (1 - e^{-z}) undoes; ``fpirl fit`` prints the note below ``FAST_DRIFT_FACTOR``."""
+    import fpirl.cli._common as common
+    from fpirl.cli._common import FAST_DRIFT_FACTOR, _fit_notes
+
+    est = IncrementsEstimator(beta=BETA, hermite_elements=(2, 2), ridge=1e-6, mobility=0, second_lag=False,
+                              track_noise=False).fit(_ou_tracks(rng, True))
+    assert est.beta_continuous_ is None
+    assert est.time_step_factor_ == pytest.approx(np.mean(np.vectorize(lambda z: -np.expm1(-2 * z) / (2 * z))(
+        np.linalg.eigvalsh(K) * DT)), rel=0.03)
+    x = rng.uniform(-0.5, 0.5, (20, 2))
+    h = 1e-3
+    grad = lambda p: est.hermite_.gradient(est.coef_, p)  # noqa: E731
+    fitted = np.stack([(grad(x + h * e) - grad(x - h * e)) / (2 * h) for e in np.eye(2)], -1).mean(axis=0)
+    lam, V = np.linalg.eigh(K)
+    shrunk = V @ np.diag(-np.expm1(-lam * DT) / DT) @ V.T  # (I - e^{-K dt}) / dt
+    np.testing.assert_allclose(0.5 * (fitted + fitted.T), shrunk, atol=0.05 * np.abs(K).max())
+    def noted():
+        return any(line.startswith("the drift is fast against dt") for line in _fit_notes(est, None))
+
+    assert noted() == (est.time_step_factor_ < FAST_DRIFT_FACTOR)  # 0.90 here: at the threshold
+    monkeypatch.setattr(common, "FAST_DRIFT_FACTOR", est.time_step_factor_ + 0.01)
+    assert noted()
+    monkeypatch.setattr(common, "FAST_DRIFT_FACTOR", est.time_step_factor_ - 0.01)
+    assert not noted()

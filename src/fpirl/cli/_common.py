@@ -126,6 +126,8 @@ def _output_directory(path) -> Path:
 
 #: ``fpirl fit`` on density data notes the data's support when it covers less than this share of the nodes.
 SUPPORT_NOTE_SHARE = 0.95
+#: Tracks: the note on a drift fast against dt below this one-step variance factor (about 10% from the Euler reading).
+FAST_DRIFT_FACTOR = 0.9
 
 
 def _beta_note(settings: dict, beta: float) -> str:
@@ -151,6 +153,15 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
     if settings.get("psi_discretisation_corrected"):
         lines.append(f"psi corrected for the time step and grid (the fitted model simulated and refitted): a step of "
                      f"{100 * settings['psi_discretisation_step']:.2g}% of psi's spread on the nodes")
+    phi = getattr(est, "time_step_factor_", None)
+    if phi is not None and phi < FAST_DRIFT_FACTOR:
+        cont = getattr(est, "beta_continuous_", None)
+        lines.append(f"the drift is fast against dt (phi = {phi:.3g}: the one-step variance of a continuous motion "
+                     "observed every dt is that share of 2 dt / beta): psi and beta are the one-step (Euler) model's at "
+                     "dt, the paper's transition; if the tracks are a continuous motion, its wells are deeper than "
+                     "psi's by about z / (1 - exp(-z)), z = curvature x dt"
+                     + (f", and its beta reads {cont:.6g}" if cont is not None else "")
+                     + "; a finer time step avoids the difference")
     share = (extra or {}).get("data_support_share")
     if share is not None and share < SUPPORT_NOTE_SHARE:
         lines.append(f"the snapshots carry mass (time-mean density >= 1e-3 of its largest) on {100 * share:.3g}% of "

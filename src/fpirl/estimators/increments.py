@@ -385,16 +385,18 @@ class IncrementsEstimator(TrackEstimatorMixin):
         if lag_cv:
             self.settings_["second_lag_cv_gain"] = lag_cv["gain"]
         self._fit_track_noise(tracks, drift)
-        self.beta_continuous_ = None
-        if (beta is None and mob is None and self.second_lag_ is None and lag == 0
+        self.beta_continuous_ = self.time_step_factor_ = None
+        if (mob is None and self.second_lag_ is None and lag == 0
                 and not (tracks.action_axes and infer_action_kind(tracks) == "velocity")):
-            # beta of a continuous diffusion observed every dt (fpirl.estimators._time_step_beta)
+            # the one-step variance factor of a continuous diffusion observed every dt, and beta of that reading
+            # (fpirl.estimators._time_step_beta)
             inside = np.ones(start.shape[0], dtype=bool) if periodic else np.all(
                 (start >= tracks.lower + var_margin) & (start <= tracks.upper - var_margin), axis=1)
-            phi = time_step_factor(lambda p: space.gradient(coef, p), start[inside], drift, dt,
-                                   tracks.upper - tracks.lower)
-            self.beta_continuous_ = self.beta_ * phi
-            self.settings_["beta_time_step_factor"] = phi
+            self.time_step_factor_ = time_step_factor(lambda p: space.gradient(coef, p), start[inside], drift, dt,
+                                                      tracks.upper - tracks.lower)
+            if beta is None:
+                self.beta_continuous_ = self.beta_ * self.time_step_factor_
+                self.settings_["beta_time_step_factor"] = self.time_step_factor_
         self.settings_["mobility_degree"] = 0 if self.mobility_ is None else self.mobility_.degree
         self.settings_["mobility_selection"] = "cv" if mobility == "auto" else "fixed"
         if self.mobility_cv_:
