@@ -63,6 +63,8 @@ def test_simulate_and_compare_cli(fitted, tmp_path, cli):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("time") and len(lines) == data.n_times + 3
+    kl = np.array([float(line.split("\t")[1]) for line in lines[1:data.n_times + 1]])
+    assert kl[0] == 0.0 and np.all(kl >= 0)  # the same start: no rounding below zero (printed -4e-17)
     # the expected size of the KL: the data's own change, printed with the maximum
     norm = data.normalized().values
     change = kl_divergence(norm[-1], norm[0], data.grid)
