@@ -59,6 +59,23 @@ def test_policy_and_value_iteration_agree():
     assert a.iterations < 30 < b.iterations
 
 
+def test_policy_iteration_converges_with_a_discount_near_one():
+    """gamma = 0.99999 under changed dynamics: Q ~ R / (1 - gamma) and the exact evaluation's rounding grow together;
+    an absolute tolerance of 1e-9 failed after 200 steps (change 6e-6), the relative one converges, and the solution
+    satisfies the Bellman equation Q = R + gamma E[V(s')] to rounding relative to |Q|."""
+    from fpirl.mdp import soft_state_value
+
+    gamma = 0.99999
+    grid, psi, grad = _problem()
+    mdp = recover_mdp(grid, psi, grad, BETA, DT, gamma)
+    tr = changed_transition(grid, grad[:2], BETA, DT, DynamicsChange(noise_scale=3.0))
+    sol = solve_soft(grid, mdp.reward, tr, BETA, gamma)
+    assert sol.iterations < 200
+    v = soft_state_value(grid, sol.q, BETA)
+    residual = sol.q - mdp.reward - gamma * tr.expect(v)
+    assert np.abs(residual).max() <= 1e-8 * np.abs(sol.q).max()
+
+
 def test_policy_evaluation_matches_dense_linear_solve(rng):
     grid, psi, grad = _problem("reflecting", (5, 4, 4))
     mdp = recover_mdp(grid, psi, grad, BETA, DT, GAMMA)

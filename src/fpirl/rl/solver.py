@@ -162,8 +162,10 @@ def solve_soft(grid: Grid, reward, transition: GaussianTransition, beta: float, 
 
     * ``'policy'`` (default): soft policy iteration. Evaluate ``pi_k`` exactly
       (:func:`evaluate_policy`), improve ``pi_{k+1} = exp(beta (Q^{pi_k} - V(Q^{pi_k})))``,
-      starting from the uniform policy, until ``||Q^{pi_{k+1}} - Q^{pi_k}||_inf <= tol``. Each
-      step does not decrease the soft value; it converges in a few tens of steps.
+      starting from the uniform policy, until ``||Q^{pi_{k+1}} - Q^{pi_k}||_inf <= tol max(1, ||Q||_inf)``
+      (relative where ``|Q|`` is large: ``Q`` grows like ``R / (1 - gamma)`` and the exact evaluation's rounding
+      with it, so an absolute 1e-9 was out of reach at ``gamma = 0.99999``). Each step does not decrease the soft
+      value; it converges in a few tens of steps.
     * ``'value'``: soft value iteration ``Q_{k+1} = R + gamma E[V_k(s')]``
       (:func:`fpirl.rl.soft_q.soft_value_iteration`), a ``gamma``-contraction, until
       ``gamma / (1 - gamma) ||Q_{k+1} - Q_k||_inf <= tol``.
@@ -206,7 +208,7 @@ def solve_soft(grid: Grid, reward, transition: GaussianTransition, beta: float, 
         policy = soft_optimal_policy(grid, q, beta)
         if q_old is not None:
             delta = float(np.max(np.abs(q - q_old)))
-            if delta <= tol:
+            if delta <= tol * max(1.0, float(np.max(np.abs(q)))):
                 break
         q_old = q
     else:
