@@ -1,5 +1,7 @@
 """fpirl solve / fpirl rollout, the reward callable and the gymnasium interface (small grids)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -66,8 +68,16 @@ def test_solve_same_dynamics_gives_back_the_policy(results, tmp_path, cli):
     assert policy_kl(src["policy"].values, dp["policy"].values, grid).mean() > 1e-4
     np.testing.assert_array_equal(dp["reward"].values, src["reward"].values)
     same = tmp_path / "same.nc"
-    assert cli("solve", results["2s2a"], "--reward-from", results["2s2a"], "-o", same).returncode == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same discount, beta and dt: no warning
+        assert cli("solve", results["2s2a"], "--reward-from", results["2s2a"], "-o", same).returncode == 0
     np.testing.assert_allclose(read_result(same)["policy"].values, ds["policy"].values, atol=1e-12)
+    # a reward recovered with another discount: solved with this result's, and said so
+    other = read_result(results["2s2a"])
+    other.attrs["gamma"] = 0.5
+    write_result(tmp_path / "g05.nc", other)
+    with pytest.warns(UserWarning, match=f"recovered with gamma=0.5 and is solved with this result's gamma={GAMMA:g}"):
+        assert cli("solve", results["2s2a"], "--reward-from", tmp_path / "g05.nc", "-o", tmp_path / "gx.nc").returncode == 0
 
 
 def test_solve_bad_input_one_line_nothing_written(results, tmp_path, cli):

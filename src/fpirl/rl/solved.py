@@ -12,6 +12,8 @@ and ``gamma``; solved by soft policy iteration (:func:`fpirl.rl.solve_soft`).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core._errors import FpirlInputError
@@ -24,6 +26,20 @@ __all__ = ["solve_result"]
 
 #: variables of a result that describe the fitted policy and no longer apply after a re-solve
 _STALE = ("policy_lower", "policy_upper", "policy_true", "policy_kl", "q_value_true")
+
+
+def _warn_other_model(source, beta: float, gamma: float, dt: float) -> None:
+    """A warning where the --reward-from result's reward was recovered with another discount, beta or dt: the
+    inverse Bellman equation ties a reward to them, and the solve uses this result's."""
+    theirs = {"gamma": result_gamma(source), "beta": float(source.attrs.get("beta", beta)),
+              "dt": float(source.attrs.get("dt", dt))}
+    ours = {"gamma": gamma, "beta": beta, "dt": dt}
+    differ = [k for k in ours if not np.isclose(theirs[k], ours[k], rtol=1e-9, atol=0.0)]
+    if differ:
+        warnings.warn("the --reward-from reward was recovered with " + ", ".join(f"{k}={theirs[k]:.6g}" for k in differ)
+                      + " and is solved with this result's " + ", ".join(f"{k}={ours[k]:.6g}" for k in differ)
+                      + ": its own agents' policy is not what comes back even under their dynamics", UserWarning,
+                      stacklevel=3)
 
 
 def _same_grid(a, b) -> bool:
@@ -76,6 +92,8 @@ def solve_result(result, change: DynamicsChange | None = None, reward_from=None,
     reward = nodal_field(source, "reward", grid)
     transition = transition_from_result(ds, change)
     beta, gamma = float(ds.attrs["beta"]), result_gamma(ds)
+    if reward_from is not None:
+        _warn_other_model(source, beta, gamma, float(ds.attrs["dt"]))
     sol = solve_soft(grid, reward, transition, beta, gamma, method=method, tol=tol)
     out = ds.drop_vars([v for v in _STALE if v in ds.data_vars]).copy()
     dims = grid.names
