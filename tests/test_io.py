@@ -245,7 +245,23 @@ def test_single_snapshot(tmp_path, rng):
 
 def test_nonuniform_times(tmp_path, rng):
     ds = _good_ds(rng).assign_coords(time=[0.0, 0.1, 0.3])
-    _expect(_write_raw(tmp_path, ds), "uniformly")
+    _expect(_write_raw(tmp_path, ds), "uniformly", "differ by up to 0.33")
+
+
+def test_times_uniform_in_single_precision_are_read(tmp_path, rng):
+    """Steps of 0.05 stored as float32 deviate by about 1e-6 of the step (refused before); a deviation above single
+    precision's rounding is still refused, in both readers."""
+    from fpirl.weakform.matfree import StreamingSnapshots
+
+    ds = _good_ds(rng)
+    times = (0.05 * np.arange(1, 61)).astype(np.float32)
+    ds = xr.concat([ds.isel(time=[0])] * 60, dim="time").assign_coords(time=times)
+    path = _write_raw(tmp_path, ds)
+    assert np.abs(np.diff(times.astype(float)) / 0.05 - 1).max() > 1e-6  # what the earlier check refused
+    assert read_density(path).dt == pytest.approx(0.05, rel=1e-5)
+    assert StreamingSnapshots.open(path).times.size == 60
+    jitter = times.astype(float) + 1e-4 * 0.05 * (np.arange(60) % 2)
+    _expect(_write_raw(tmp_path, ds.assign_coords(time=jitter)), "uniformly")
 
 
 @pytest.mark.parametrize(

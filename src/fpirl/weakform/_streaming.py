@@ -12,7 +12,7 @@ from typing import Iterator
 import numpy as np
 
 from ..core._errors import FpirlInputError, reason
-from ..core.density import DensitySnapshots, nonnegative
+from ..core.density import DensitySnapshots, check_uniform_times, nonnegative
 from ..core.grid import Grid
 from pathlib import Path
 import xarray as xr
@@ -45,9 +45,7 @@ class StreamingSnapshots:
             raise FpirlInputError(f"density has shape {shape}, expected (time, {', '.join(map(str, grid.shape))})")
         if shape[0] < 2 or times.size != shape[0]:
             raise FpirlInputError(f"need at least two snapshots with one time each, got {shape[0]} and {times.size}")
-        steps = np.diff(times)
-        if np.any(steps <= 0) or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
-            raise FpirlInputError("snapshot times must be strictly increasing and uniformly spaced")
+        check_uniform_times(times)
         self.grid, self.times, self.values = grid, times, values
         self._normalized = False
 
