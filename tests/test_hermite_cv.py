@@ -121,15 +121,21 @@ def test_auto_takes_the_default_where_the_cv_does_not_apply():
         PotentialEstimator(hermite_elements="many", beta=4.0).fit(s)
 
 
-@pytest.mark.parametrize("d, solver, elements", [(4, "auto", 4), (5, "interpolated-flux", 3)])
-def test_auto_without_cv_takes_four_elements_up_to_4_axes_and_three_above(d, solver, elements):
-    grid = Grid([-1] * d, [1] * d, 4, roles=["state"] * 2 + ["action"] * (d - 2))
+@pytest.mark.parametrize("d, solver, nodes, elements", [(4, "auto", 8, 4), (5, "interpolated-flux", 6, 3),
+                                                        (4, "auto", 6, 3), (4, "auto", 4, 2)])
+def test_auto_without_cv_takes_four_elements_up_to_4_axes_and_three_above(d, solver, nodes, elements):
+    """4 elements up to 4 axes, 3 above; fewer where psi would have more coefficients than the grid has nodes
+    (4-D: 4 elements are 8^4 = 4096 periodic coefficients; 6^4 = 1296 nodes take 3, 4^4 = 256 nodes 2): such a fit
+    warned that psi was underdetermined, by the default's own choice."""
+    grid = Grid([-1] * d, [1] * d, nodes, roles=["state"] * 2 + ["action"] * (d - 2))
     x = np.stack(np.meshgrid(*grid.coords, indexing="ij"), -1)
     v = np.stack([np.exp((0.5 + 0.1 * k) * np.cos(np.pi * x).sum(-1)) for k in range(3)])
-    with pytest.warns(RuntimeWarning, match="underdetermined"):  # fewer nodes than coefficients
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # not underdetermined
         est = PotentialEstimator(hermite_elements="auto", beta=2.0, solver=solver).fit(
             DensitySnapshots(grid, [0.0, 0.1, 0.2], v))
     assert est.hermite_.elements == (elements,) * d and est.settings_["hermite_selection"] == "default"
+    assert est.hermite_.n_coef <= grid.size
 
 
 def test_the_default_is_kept_unless_a_candidate_beats_it_by_more_than_one_standard_error():

@@ -184,11 +184,13 @@ class HermiteCVMixin:
         return self
 
     def _fit_default(self, snapshots, normal_equations, moments):
-        """The fit at :data:`DEFAULT_ELEMENTS` (:data:`HIGH_DIM_ELEMENTS` on 5 or more axes) where the
-        cross-validation does not apply."""
-        d = snapshots.grid.ndim
-        self.fit(snapshots, normal_equations, _moments=moments,
-                 _elements=(DEFAULT_ELEMENTS if d <= 4 else HIGH_DIM_ELEMENTS,) * d)
+        """The fit at :data:`DEFAULT_ELEMENTS` (:data:`HIGH_DIM_ELEMENTS` on 5 or more axes), or fewer where psi would
+        have more coefficients than the grid has nodes (at least 2), where the cross-validation does not apply."""
+        grid = snapshots.grid
+        n = DEFAULT_ELEMENTS if grid.ndim <= 4 else HIGH_DIM_ELEMENTS
+        while n > 2 and HermiteSpace.on_grid(grid, (n,) * grid.ndim).n_coef > grid.size:
+            n -= 1  # no more coefficients than nodes (walled 9^4 nodes: 4 elements are 10^4 coefficients)
+        self.fit(snapshots, normal_equations, _moments=moments, _elements=(n,) * grid.ndim)
         self.hermite_cv_ = self.beta_pilot_ = None
         self.settings_ = {**self.settings_, "hermite_selection": "default"}
         return self
