@@ -16,6 +16,8 @@ state between the nodes (wrapped on periodic grids, clamped at walls).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..core._errors import FpirlInputError
@@ -34,7 +36,8 @@ class _Units:
         self.upper = np.array([a.upper for a in grid.axes])
         lo = None if ds is None else ds.attrs.get("physical_lower")
         hi = None if ds is None else ds.attrs.get("physical_upper")
-        if lo is None or hi is None:
+        self.mapped = lo is not None and hi is not None  # the environment's units mapped onto the box
+        if not self.mapped:
             self.plower, self.pupper = self.lower.copy(), self.upper.copy()
         else:
             self.plower, self.pupper = (np.asarray(v, dtype=float).ravel() for v in (lo, hi))
@@ -82,6 +85,7 @@ class RecoveredPolicy:
             q = nodal_field(solve_result(ds), "q_value", g)
         self.beta = float(ds.attrs["beta"])
         self.units = _Units(g, ds)
+        self.observations = self.outside = 0  # observations seen, and those outside the grid's box (rollout warns)
         perm = list(g.state_axes) + list(g.action_axes)
         n_s = int(np.prod([g.shape[i] for i in g.state_axes]))
         self._q = np.transpose(q, perm).reshape(n_s, -1)
@@ -101,6 +105,9 @@ class RecoveredPolicy:
             raise FpirlInputError(f"observations have {obs.shape[-1]} components, the result has {len(g.state_axes)} "
                                   "state axes")
         s = self.units.to_grid(obs, g.state_axes)
+        lo, hi = self.units.lower[list(g.state_axes)], self.units.upper[list(g.state_axes)]
+        self.observations += s.shape[0]
+        self.outside += int(np.sum(np.any((s < lo - 1e-9 * (hi - lo)) | (s > hi + 1e-9 * (hi - lo)), axis=1)))
         idx = np.zeros((s.shape[0], 1), dtype=np.intp)
         wts = np.ones((s.shape[0], 1))
         for k, i in enumerate(g.state_axes):
@@ -245,4 +252,10 @@ def rollout(env, policy, episodes: int = 100, seed: int = 0, max_steps: int | No
     finally:
         if own:
             env.close()
+    if getattr(policy, "outside", 0) and not policy.units.mapped:  # (mapped units: excursions at the box's edge)
+        warnings.warn(f"{policy.outside} of {policy.observations} observations lay outside the result's box "
+                      f"({'wrapped' if policy.grid.periodic else 'clamped'} onto it) and the result has no "
+                      "physical_lower / physical_upper attrs mapping the environment's units onto it: are the units "
+                      "the same?", UserWarning,
+                      stacklevel=2)
     return {"episodes": int(episodes), "goals": goals, "steps": np.array(steps), "returns": np.array(returns)}
