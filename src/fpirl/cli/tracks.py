@@ -106,7 +106,8 @@ def cmd_compare_tracks(args) -> int:
                           **{k: summary[k] for k in STATISTICS}}))
         return EXIT_OK
     print(f"fpirl compare: {obs.n_tracks} observed tracks ({args.data}) vs {sim.n_tracks} simulated "
-          f"({args.simulation}), lags up to {so.curves['msd'][0][-1]:g}")
+          f"({args.simulation}), lags up to {so.curves['msd'][0][-1]:g} in time "
+          f"({int(round(so.curves['msd'][0][-1] / obs.dt))} steps of dt={obs.dt:g})")
     print(f"{'statistic':<16}{'inside band':>12}{'discrepancy':>13}{'KS':>8}")
     for k in STATISTICS:
         s = summary[k]

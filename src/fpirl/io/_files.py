@@ -342,7 +342,7 @@ def data_kind(path) -> str:
         return "table"
     raise FpirlInputError(
         f"unknown file type {suffix or '(none)'!r} for {str(path)!r}: expected a density dataset "
-        f"({', '.join(NETCDF_SUFFIXES)}) or a trajectory table ({', '.join(TABLE_SUFFIXES)})"
+        f"({', '.join(NETCDF_SUFFIXES)}, or a .zarr store) or a trajectory table ({', '.join(TABLE_SUFFIXES)})"
     )
 
 

@@ -74,7 +74,10 @@ class StreamingSnapshots:
         raw, ds = ds, time_first_increasing(ds)  # (raw: the handle that closes the file)
         if "density" not in ds.data_vars or not ds["density"].dims or ds["density"].dims[0] != "time":
             raw.close()
-            raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>)")
+            found = (f"its 'density' has dims ({', '.join(map(str, ds['density'].dims))})" if "density" in ds.data_vars
+                     else f"variables: {', '.join(map(str, ds.data_vars)) or 'none'}")
+            raise FpirlInputError(f"{str(path)!r} has no 'density' variable with dims (time, <axes...>) ({found}; the "
+                                  "time dimension must be named 'time')")
         if "time" not in ds.coords:
             raw.close()
             raise FpirlInputError(f"{str(path)!r} has no 'time' coordinate with the snapshot times")
