@@ -72,6 +72,9 @@ def test_solve_same_dynamics_gives_back_the_policy(results, tmp_path, cli):
         warnings.simplefilter("error")  # the same discount, beta and dt: no warning
         assert cli("solve", results["2s2a"], "--reward-from", results["2s2a"], "-o", same).returncode == 0
     np.testing.assert_allclose(read_result(same)["policy"].values, ds["policy"].values, atol=1e-12)
+    # simulate runs a fit's psi, which a re-solve leaves as it was: a solved file is refused (it simulated the fit)
+    cli.assert_input_error(cli("simulate", pushed, "--steps", "2", "-o", tmp_path / "sim.nc"), "written by fpirl solve")
+    assert not (tmp_path / "sim.nc").exists()
     # a reward recovered with another discount: solved with this result's, and said so
     other = read_result(results["2s2a"])
     other.attrs["gamma"] = 0.5

@@ -142,6 +142,15 @@ def _beta_note(settings: dict, beta: float) -> str:
     return f"beta corrected for {' and for '.join(what)}: fitted {settings['beta_fitted']:.6g}, psi refitted at {beta:.6g}"
 
 
+def refuse_solved(ds, path) -> None:
+    """One-line error for a file written by ``fpirl solve``: ``simulate`` runs a fit's psi, which a re-solve leaves
+    as it was, so it would silently simulate the fitted model and not the solved policy."""
+    if "solve_method" in ds.attrs:
+        raise FpirlInputError(f"{str(path)!r} was written by fpirl solve: simulate runs the fitted potential, not the "
+                              "re-solved policy (it would simulate the fit unchanged); simulate the fitted result, or "
+                              "roll the solved policy out with fpirl rollout --policy resolved")
+
+
 def _fit_notes(est, mdp, extra=None) -> list[str]:
     """Lines for the success message of ``fpirl fit``: what the ridge was, why Q, policy and
     reward are missing when they are, and (``extra``: the result's uncertainty attributes) when the

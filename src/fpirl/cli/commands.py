@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..core._errors import FpirlInputError
-from ._common import EXIT_OK, _output_directory, _output_netcdf, _positive_int, _progress, _seed, add_column_arguments
+from ._common import (EXIT_OK, _output_directory, _output_netcdf, _positive_int, _progress, _seed, add_column_arguments,
+                      refuse_solved)
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,7 +86,9 @@ def cmd_simulate(args) -> int:
     args.model = args.model or "mdp"
 
     out = _output_netcdf(args.output, inputs=(args.result, args.initial))
-    model = model_from_result(read_result(args.result))
+    ds = read_result(args.result)
+    refuse_solved(ds, args.result)
+    model = model_from_result(ds)
     initial = None
     if args.initial is not None:
         start = read_density(args.initial)

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from ..core._errors import FpirlInputError
-from ._common import EXIT_OK
+from ._common import EXIT_OK, refuse_solved
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -50,6 +50,7 @@ def cmd_simulate_tracks(args) -> int:
 
     out = check_output_path(args.output, (".csv",), inputs=(args.result, args.start))
     ds = read_result(args.result)
+    refuse_solved(ds, args.result)
     start = None if args.start is None else read_with_result(ds, args.start, args=args, single=True)
     df = simulate_track_table(ds, args.tracks, args.steps, rng=args.seed, start=start)
     atomic_write(out, lambda tmp: df.to_csv(tmp, index=False))
