@@ -69,6 +69,26 @@ def test_plot_result(tmp_path, d):
     _png_ok(plot_result(_result(grid, with_mdp=d != 1), tmp_path / f"res{d}.png"))
 
 
+def test_a_solved_result_says_so_and_draws_its_own_policy(tmp_path, captured, monkeypatch):
+    """A file written by fpirl solve: the title names the re-solve and its change, and no policy map is drawn from
+    psi (that is the fitted policy; the figure was the fit's, byte for byte, with the dynamics unchanged)."""
+    import fpirl.plotting.fields as fields
+
+    calls = []
+    monkeypatch.setattr(fields, "action_maps", lambda result: calls.append(result) or None)
+    grid = _grid(3, n=4)
+    plot_result(_result(grid), tmp_path / "fit.png")
+    fitted = captured[-1]
+    assert len(calls) == 1  # the fit's figure draws the maps of psi's policy
+    solved = _result(grid)
+    solved.attrs.update(solve_method="policy", solve_noise_scale=1.5, solve_drift_scale=1.0, solve_action_drift=0.0)
+    _png_ok(plot_result(solved, tmp_path / "solved.png"))
+    fig = captured[-1]
+    assert fig.get_suptitle().startswith("fpirl solved result (soft-optimal policy of the reward, noise x 1.5")
+    assert not fitted.get_suptitle().startswith("fpirl solved")
+    assert len(calls) == 1  # not for the solved file: they would show the fitted policy
+
+
 def test_plot_result_other_formats(tmp_path):
     path = plot_result(_result(_grid(2)), tmp_path / "res.svg")
     assert path.stat().st_size > 1000

@@ -285,9 +285,8 @@ def plot_result(result, path) -> Path:
     if grid.ndim > 4:  # 5-D, 6-D: a corner plot of 2-D slices through the potential's minimum
         return plot_slices(result, path)
     maps = None
-    if grid.ndim >= 2 and grid.state_axes and grid.action_axes:
-
-        maps = action_maps(result)
+    if grid.ndim >= 2 and grid.state_axes and grid.action_axes and "solve_method" not in result.attrs:
+        maps = action_maps(result)  # (from psi: the fitted policy, not a re-solved one)
 
     if maps is not None and maps["constant"] and grid.ndim >= 3:
         return _save(plot_action_result(result, grid, maps), path)
@@ -321,6 +320,11 @@ def plot_result(result, path) -> Path:
         ax.set_visible(False)
     beta = result.attrs.get("beta")
     sup = _plain(f"fpirl result: {grid!r}")
+    if "solve_method" in result.attrs:  # written by fpirl solve: its policy and Q are the re-solved ones
+        sup = sup.replace("fpirl result", "fpirl solved result (soft-optimal policy of the reward, noise x "
+                          f"{float(result.attrs.get('solve_noise_scale', 1)):g}, drift x "
+                          f"{float(result.attrs.get('solve_drift_scale', 1)):g}, action push "
+                          f"{float(result.attrs.get('solve_action_drift', 0)):g})", 1)
     if len(sup) > 120:  # long grid descriptions: one line per axis group
         sup = sup.replace("], ", "],\n", 1)
     if beta is not None:
