@@ -241,9 +241,9 @@ def uncertainty_and_point(est, method: str, data, *, progress: bool = False, swi
         first, est = post, simpson
         post = estimate_uncertainty(est, method, data, progress=progress)
         keep_time_step(post, first)
-    better = corrected_beta_fit(est, post, data, discretisation=discretisation)
+    better = corrected_beta_fit(est, post, data, discretisation=discretisation, progress=progress)
     if better is None and discretisation:  # beta given: psi's simulated discretisation bias
-        better = psi_corrected_fit(est, post, data)
+        better = psi_corrected_fit(est, post, data, progress=progress)
     fit = est if better is None else better
     if chosen and hasattr(fit, "settings_"):
         fit.settings_ = {**fit.settings_, **chosen}

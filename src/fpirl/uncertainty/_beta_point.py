@@ -53,7 +53,8 @@ SWITCH_KEYS = ("time_scheme_switched", "beta_midpoint", "time_step_z")
 BETA_CORRECTION_MIN_Z = 8.0
 
 
-def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_Z, *, discretisation: bool = True):
+def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_Z, *, discretisation: bool = True,
+                       progress: bool = False):
     """The density fit with beta fixed at its corrected point estimate: ``post.beta_corrected`` where the basis
     correction stands out of the noise, else (``discretisation``) the fitted beta less its discretisation bias
     estimated by a simulation at the fitted model (:func:`fpirl.uncertainty._discretisation.simulated_gamma_bias`).
@@ -75,6 +76,8 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
     discretisation : bool
         Where the basis correction is not made, remove the simulated discretisation bias (time step and grid) of
         ``1/beta``.
+    progress : bool
+        A tqdm bar over the simulation's snapshots.
 
     Returns
     -------
@@ -98,7 +101,7 @@ def corrected_beta_fit(est, post, snapshots, min_z: float = BETA_CORRECTION_MIN_
         if simulation_too_large(snapshots.grid, snapshots.n_times):
             post.discretisation_unsimulated = True  # said by fpirl fit: beta keeps that bias (most 4-D grids)
         else:
-            simulated = simulated_gamma_bias(inner, snapshots)
+            simulated = simulated_gamma_bias(inner, snapshots, progress)
     if simulated is not None and gamma - simulated[0] <= 0:  # a bias as large as gamma: not a small correction
         simulated = None
     sd = noise_sd_gamma(post)  # the std of gamma under the snapshot noise alone

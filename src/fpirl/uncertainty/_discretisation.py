@@ -70,7 +70,8 @@ def simulation_too_large(grid, n_times: int) -> bool:
     return float(np.prod(default_resolution(grid))) * int(n_times) > MAX_SIMULATION_WORK
 
 
-def simulated_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> PotentialEstimator | None:
+def simulated_refit(inner: PotentialEstimator, snapshots: DensitySnapshots,
+                    progress: bool = False) -> PotentialEstimator | None:
     """The estimator of ``inner`` (same settings; beta estimated on block means of the same size, or fixed as it was)
     fitted to noise-free snapshots of ``inner``'s model simulated at ``snapshots``' times from their first snapshot
     (module doc); None where the simulation is too large (:data:`MAX_SIMULATION_WORK`) or fails (a density that
@@ -82,6 +83,8 @@ def simulated_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> P
         Fitted on ``snapshots``.
     snapshots : DensitySnapshots
         The fitted data (their first snapshot starts the simulation, their times are kept).
+    progress : bool
+        A tqdm bar over the simulation's snapshots.
     """
     grid = snapshots.grid
     if simulation_too_large(grid, snapshots.n_times):
@@ -96,17 +99,18 @@ def simulated_refit(inner: PotentialEstimator, snapshots: DensitySnapshots) -> P
         warnings.simplefilter("ignore")
         try:
             values = simulate_density(grid, lambda x: hermite.evaluate(coef, x), lambda x: hermite.gradient(coef, x),
-                                      beta, snapshots.values[0], times, rtol=SIMULATION_RTOL)
+                                      beta, snapshots.values[0], times, rtol=SIMULATION_RTOL, progress=progress)
             return PotentialEstimator(**params).fit(DensitySnapshots(grid, snapshots.times, values))
         except (FpirlInputError, np.linalg.LinAlgError, FloatingPointError):
             return None
 
 
-def simulated_gamma_bias(inner: PotentialEstimator, snapshots: DensitySnapshots) -> tuple[float, float] | None:
+def simulated_gamma_bias(inner: PotentialEstimator, snapshots: DensitySnapshots,
+                         progress: bool = False) -> tuple[float, float] | None:
     """``(b, beta_sim)``: the bias ``b = 1/beta_sim - 1/beta`` of the density fit ``inner`` (beta estimated) at its
-    fitted model (module doc), ``beta_sim`` the fit of the simulated snapshots (:func:`simulated_refit`); None where
-    there is none."""
-    refit = simulated_refit(inner, snapshots)
+    fitted model (module doc), ``beta_sim`` the fit of the simulated snapshots (:func:`simulated_refit`, ``progress``
+    its bar); None where there is none."""
+    refit = simulated_refit(inner, snapshots, progress)
     beta_sim = float("nan") if refit is None else float(refit.beta_)
     if not (np.isfinite(beta_sim) and beta_sim > 0):
         return None
@@ -121,7 +125,7 @@ def simulated_gamma_bias(inner: PotentialEstimator, snapshots: DensitySnapshots)
 PSI_MIN_Z = 0.5
 
 
-def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z):
+def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z, progress: bool = False):
     r"""Beta given: the density fit with psi's simulated discretisation bias removed,
     ``theta_corrected = theta - (theta_sim - theta)`` (module doc; ``theta_sim`` from :func:`simulated_refit`, the
     same zero-mean gauge).
@@ -137,6 +141,8 @@ def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z):
         The fitted data.
     min_z : float
         The step must reach this many noise standard deviations of psi on the nodes (:data:`PSI_MIN_Z`).
+    progress : bool
+        A tqdm bar over the simulation's snapshots.
 
     Returns
     -------
@@ -155,7 +161,7 @@ def psi_corrected_fit(est, post, snapshots, min_z: float = PSI_MIN_Z):
     inner = _density_estimator(est)
     if inner.estimate_beta or snapshots.grid.size < inner.hermite_.n_coef:
         return None
-    refit = simulated_refit(inner, snapshots)
+    refit = simulated_refit(inner, snapshots, progress)
     if refit is None:
         return None
     hermite, grid = inner.hermite_, snapshots.grid
