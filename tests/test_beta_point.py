@@ -159,7 +159,8 @@ def test_a_correction_beyond_the_fitted_interval_brings_its_own_noise_interval(c
     lo0, hi0 = post.beta_interval()
     shift = 0.1
     assert 1 / (1 / est.beta_ + shift) < lo0  # beyond the fitted interval
-    monkeypatch.setattr(bp, "simulated_gamma_bias", lambda inner, s, progress=False: (-shift, 1 / (1 / inner.beta_ - shift)))
+    monkeypatch.setattr(bp, "simulated_gamma_bias",
+                        lambda inner, s, progress=False: (-shift, 1 / (1 / inner.beta_ - shift)))
     refit = corrected_beta_fit(est, post, coupled, min_z=np.inf)
     assert refit.beta_ == pytest.approx(1 / (1 / est.beta_ + shift))
     lo, hi = post.beta_interval()
