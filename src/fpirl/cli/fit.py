@@ -11,6 +11,8 @@ from ..core._errors import FpirlInputError
 from ._common import (EXIT_OK, _beta, _coarsen, _discount, _fit_notes, _hermite_elements, _lag, _mobility, _output_netcdf,
                       _positive_int, _print_uncertainty, _progress, _ridge, add_column_arguments, count)
 
+#: Velocity actions, beta estimated: the note on a continuous motion from this second-lag rho on (+1/4 for one).
+CONTINUOUS_VELOCITY_RHO = 0.1
 #: options whose value may start with '-' (``--bounds -1:1,-1:1``): see :func:`join_negative_values`
 _DASH_VALUE_OPTIONS = ("--bounds",)
 _DASH_VALUE = re.compile(r"^-[\d.]")
@@ -367,6 +369,12 @@ def _fit_table(args, out) -> int:
         cv = f" (held-out log-likelihood by degree {st['mobility_cv']})" if st.get("mobility_cv") else ""
         print(f"fpirl fit: mobility: degree {int(st['mobility_degree'])} of log g{cv}; second lag rho="
               f"{float(st.get('second_lag_rho', 0.0)):.4g} ({'0: none' if not st.get('second_lag_rho') else 'kept'})")
+    rho = float(st.get("second_lag_rho", 0.0))
+    if args.action == "velocity" and args.beta is None and rho >= CONTINUOUS_VELOCITY_RHO:
+        print(f"fpirl fit: the velocity increments are correlated from step to step (second lag rho = {rho:.3g}; "
+              "velocities that are position differences of a continuous motion give about +1/4): beta is the "
+              "one-step value of an Euler chain of velocities, and for such a motion it reads high (its velocity "
+              "increments carry about 2/3 of the noise variance: beta up to about 1.5x the motion's)")
     if "track_noise" in st:
         cv = (f" (cross-validated gain {float(st['track_noise_cv_gain']):+.4f} ± {float(st['track_noise_cv_se']):.4f} "
               "nats per transition)") if "track_noise_cv_gain" in st else (
