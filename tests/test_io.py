@@ -443,3 +443,20 @@ def test_writes_go_through_symbolic_links(tmp_path, rng):
     with pytest.raises(FpirlInputError, match="loop"):
         write_density(a, _snapshots(rng))
     assert a.is_symlink() and b.is_symlink()
+
+
+def test_axis_units_and_names_are_carried_to_the_result(tmp_path, rng):
+    """``units``/``long_name``/``standard_name`` of the data's axis coordinates reach the result's axes (they were
+    dropped); other attrs, and the role/lower/upper the result writes itself, are left as they are."""
+    from fpirl.io.netcdf import copy_axis_attrs
+
+    ds = _good_ds(rng)
+    axes = [n for n in ds.coords if n != "time"]
+    for n in axes:
+        ds[n].attrs.update(units="um", long_name=f"position {n}", comment="not carried")
+    path = _write_raw(tmp_path, ds, "units.nc")
+    result = xr.Dataset(coords={n: xr.Variable(n, ds[n].values, {"role": "state", "lower": -9.0}) for n in axes})
+    out = copy_axis_attrs(result, path)
+    for n in axes:
+        assert out[n].attrs == {"role": "state", "lower": -9.0, "units": "um", "long_name": f"position {n}"}
+    assert copy_axis_attrs(result, tmp_path / "missing.nc") is result  # decoration only: nothing to add

@@ -169,7 +169,7 @@ def _density_source(args):
 
 
 def _fit_density(args, out) -> int:
-    from ..io.netcdf import result_dataset, write_result
+    from ..io.netcdf import copy_axis_attrs, result_dataset, write_result
 
     used = [_flag(k) for k in _TABLE_OPTIONS if getattr(args, k) is not None]
     if used:
@@ -231,7 +231,7 @@ def _fit_density(args, out) -> int:
         from ..uncertainty import points_outside_bands
 
         extra.update(points_outside_bands(mdp, extra))  # (a warning where the point leaves its band)
-    ds = result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra)
+    ds = copy_axis_attrs(result_dataset(est, mdp=mdp, dt=snapshots.dt, gamma=gamma, extra=extra), args.data)
     write_result(out, ds)
     print(
         f"fpirl fit: {grid!r}, {snapshots.n_times} snapshots, dt={snapshots.dt:g}; "

@@ -121,6 +121,32 @@ def read_density(path) -> DensitySnapshots:
     return _named(path, lambda: density_from_dataset(_open_netcdf(path)))
 
 
+#: Attributes of a density dataset's axis coordinates carried to the result's axes: what the numbers mean (fpirl
+#: reads none of them; the values stay in the data's units).
+DESCRIPTIVE_ATTRS = ("units", "long_name", "standard_name")
+
+
+def axis_attrs(path) -> dict:
+    """``{axis name: {attr: value}}``: the :data:`DESCRIPTIVE_ATTRS` of a density dataset's axis coordinates (the time
+    coordinate apart), for a file :func:`read_density` has read; empty where there are none or the file cannot be
+    opened again."""
+    path = Path(path)
+    try:
+        with (open_zarr(path) if is_zarr(path) else xr.open_dataset(path, decode_times=False)) as ds:
+            return {str(name): {k: ds[name].attrs[k] for k in DESCRIPTIVE_ATTRS if k in ds[name].attrs}
+                    for name in ds.coords if name != "time"}
+    except (OSError, ValueError, KeyError, FpirlInputError):  # decoration only: the data were read already
+        return {}
+
+
+def copy_axis_attrs(result: xr.Dataset, path) -> xr.Dataset:
+    """``result`` with the :func:`axis_attrs` of the density dataset at ``path`` on its axes of the same names."""
+    for name, attrs in axis_attrs(path).items():
+        if name in result.coords:
+            result[name].attrs.update(attrs)
+    return result
+
+
 def _named(path: Path, read):
     """``read()``, with the file named in its one-line errors (commands that read two files)."""
     try:
