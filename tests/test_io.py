@@ -250,7 +250,8 @@ def test_nonuniform_times(tmp_path, rng):
 
 def test_times_uniform_in_single_precision_are_read(tmp_path, rng):
     """Steps of 0.05 stored as float32 deviate by about 1e-6 of the step (refused before); a deviation above single
-    precision's rounding is still refused, in both readers."""
+    precision's rounding is still refused, by every reader."""
+    from fpirl.distributed import stream_header
     from fpirl.weakform.matfree import StreamingSnapshots
 
     ds = _good_ds(rng)
@@ -260,8 +261,12 @@ def test_times_uniform_in_single_precision_are_read(tmp_path, rng):
     assert np.abs(np.diff(times.astype(float)) / 0.05 - 1).max() > 1e-6  # what the earlier check refused
     assert read_density(path).dt == pytest.approx(0.05, rel=1e-5)
     assert StreamingSnapshots.open(path).times.size == 60
+    assert stream_header(path)[1] == 60  # the Dask path's header check: the same rule
     jitter = times.astype(float) + 1e-4 * 0.05 * (np.arange(60) % 2)
-    _expect(_write_raw(tmp_path, ds.assign_coords(time=jitter)), "uniformly")
+    bad = _write_raw(tmp_path, ds.assign_coords(time=jitter))
+    _expect(bad, "uniformly")
+    with pytest.raises(FpirlInputError, match="uniformly"):
+        stream_header(bad)
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from ._dask import (CONNECT_TIMEOUT, GATHER_TIMEOUT, NO_WORKER_TIMEOUT, POLL_SEC
                     _import_distributed, check_scheduler, dask_client, gather, probe_scheduler, replicate,
                     wait_for)
 from .core._errors import FpirlInputError
-from .core.density import DensitySnapshots
+from .core.density import DensitySnapshots, check_uniform_times
 from .core.hermite import HermiteSpace
 from .core.validation import numeric_times
 from .io._files import check_readable, load_or_error
@@ -201,9 +201,12 @@ def stream_header(path):
         n = int(ds.sizes["time"])
         head = density_from_dataset(load_or_error(ds.isel(time=slice(0, 2)), path))
         times = numeric_times(ds["time"].values, f"the 'time' coordinate of {str(path)!r}")
-    steps = np.diff(times)
-    if n < 2 or not np.allclose(steps, steps[0], rtol=1e-6, atol=0):
-        raise FpirlInputError(f"{str(path)!r}: the 'time' coordinate must be uniformly spaced with at least 2 snapshots")
+    if n < 2:
+        raise FpirlInputError(f"{str(path)!r}: the 'time' coordinate must hold at least 2 snapshots")
+    try:
+        check_uniform_times(times)
+    except FpirlInputError as exc:
+        raise FpirlInputError(f"{str(path)!r}: {exc}") from None
     return head, n
 
 

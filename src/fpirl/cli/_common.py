@@ -188,8 +188,9 @@ def _fit_notes(est, mdp, extra=None) -> list[str]:
                         f"--hermite-elements {settings['hermite_elements']})")
     elif settings.get("hermite_selection") == "default":
         lines.insert(0, f"Hermite elements {settings['hermite_elements']} per axis, the default (4; 3 on 5 or more axes; "
-                        "fewer where psi would have more coefficients than the grid has nodes; cross-validated only on 1-3 axes, in-memory data with 3 or more time steps, the assembled "
-                        "solver, no scheduler, and a Hermite space that beta's block means can resolve)")
+                        "fewer where psi would have more coefficients than the grid has nodes; cross-validated only "
+                        "on 1-3 axes, in-memory data with 3 or more time steps, the assembled solver, no scheduler, "
+                        "and a Hermite space that beta's block means can resolve)")
     if settings.get("time_scheme_switched"):
         given = "beta_midpoint" not in settings
         lines.insert(0, "the snapshot spacing's error stands out of the noise (a step of "

@@ -41,6 +41,12 @@ SUPPORT_RELATIVE = 1e-3
 OUTSIDE_WARNING = 0.5
 
 
+def relative_support(field: np.ndarray) -> np.ndarray:
+    """The nodes where a non-negative ``field`` (a time-mean density) is at least :data:`SUPPORT_RELATIVE` of its
+    largest value."""
+    return field >= SUPPORT_RELATIVE * float(field.max())
+
+
 def _mask(counts: np.ndarray) -> np.ndarray:
     return counts >= max(1.0, SUPPORT_RELATIVE * float(counts.max()))
 
@@ -88,7 +94,7 @@ def snapshot_support(snapshots) -> tuple[np.ndarray, np.ndarray]:
     if not mass > 0:
         raise FpirlInputError("data support needs snapshots with positive mass")
     density = mean / mass
-    return density, density >= SUPPORT_RELATIVE * float(density.max())
+    return density, relative_support(density)
 
 
 def snapshot_support_extra(snapshots) -> dict:

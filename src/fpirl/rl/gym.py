@@ -256,6 +256,5 @@ def rollout(env, policy, episodes: int = 100, seed: int = 0, max_steps: int | No
         warnings.warn(f"{policy.outside} of {policy.observations} observations lay outside the result's box "
                       f"({'wrapped' if policy.grid.periodic else 'clamped'} onto it) and the result has no "
                       "physical_lower / physical_upper attrs mapping the environment's units onto it: are the units "
-                      "the same?", UserWarning,
-                      stacklevel=2)
+                      "the same?", UserWarning, stacklevel=2)
     return {"episodes": int(episodes), "goals": goals, "steps": np.array(steps), "returns": np.array(returns)}

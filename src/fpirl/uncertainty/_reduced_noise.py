@@ -48,7 +48,7 @@ import numpy as np
 import scipy.linalg.blas
 
 from ..core._threads import halves, one_blas_thread
-from ..mdp.support import SUPPORT_RELATIVE
+from ..mdp.support import relative_support
 
 #: Relative eigenvalue cut of the per-node ``L x L`` covariances (directions of no variance) and of
 #: every POD of the posterior (:func:`pod_basis`: the time compression, the fields of the expectations).
@@ -76,8 +76,7 @@ def noise_shape(model: str, pfull: np.ndarray) -> np.ndarray:
 
 def support_shape(pfull: np.ndarray) -> np.ndarray:
     """The additive shape on one snapshot, ``(*grid)``: 1.0 on the data's support (:func:`noise_shape`), else 0.0."""
-    mean = np.mean(pfull, axis=0)
-    return (mean >= SUPPORT_RELATIVE * float(mean.max())).astype(float)
+    return relative_support(np.mean(pfull, axis=0)).astype(float)
 
 
 def pod_spectrum(X: np.ndarray, rtol: float = EIG_RTOL) -> tuple[np.ndarray, np.ndarray]:
@@ -171,32 +170,26 @@ class ReducedNoise:
         self.n = P.shape[1]
         self.P = P
         self.normalize = bool(normalize)
-        s = noise_shape(model, pfull).reshape(k1, -1)
-        s2 = s * s
-        # additive on every node: one X X^T for all nodes; on part of them: that one, zero off the support
-        additive = model != "multiplicative" and bool(np.all(s2[0] == 1.0))
-        # per node B_j B_j^T = X diag(s_j^2) X^T: one GEMM (L^2 x (K+1)) @ ((K+1) x n)
+        s2 = noise_shape(model, pfull).reshape(k1, -1) ** 2
+        # per node B_j B_j^T = X diag(s_j^2) X^T: one GEMM (L^2 x (K+1)) @ ((K+1) x n); additive noise: X X^T on the
+        # support's nodes, zero off it, and one covariance for all of them where the support is every node
+        uniform = model != "multiplicative" and bool(np.all(s2[0] == 1.0))
         outer = (X[:, None, :] * X[None, :, :]).reshape(L * L, k1)
-        if model == "multiplicative":
-            gram = (outer @ s2).T.reshape(-1, L, L)
-            gram = 0.5 * (gram + np.swapaxes(gram, 1, 2))
-            # a_j = root_j xi_j, beta_j = pinv_j xi_j: (n or 1, L, L), one stacked GEMM per draw batch
-            self.root, self.pinv = _roots(gram)
-        else:
-            gram = outer.sum(axis=1).reshape(1, L, L)
-            self.root, self.pinv = _roots(0.5 * (gram + np.swapaxes(gram, 1, 2)))
-            if not additive:
-                on = s2[0][:, None, None]
-                self.root, self.pinv = self.root * on, self.pinv * on
+        gram = (outer @ s2).T.reshape(-1, L, L) if model == "multiplicative" else outer.sum(axis=1).reshape(1, L, L)
+        # a_j = root_j xi_j, beta_j = pinv_j xi_j: (n or 1, L, L), one stacked GEMM per draw batch
+        self.root, self.pinv = _roots(0.5 * (gram + np.swapaxes(gram, 1, 2)))
+        if model != "multiplicative" and not uniform:
+            on = s2[0][:, None, None]
+            self.root, self.pinv = self.root * on, self.pinv * on
         if not self.normalize:
             return
         w = np.asarray(weights, dtype=float).ravel()
         self.S2w = s2 * w[None, :]  # (K+1, n): w_j s_k[j]^2
         cc = np.diag(s2 @ (w * w))  # diag(sum_j w_j^2 s_j^2)
-        if additive:  # sum_j w_j^2 X^T pinv pinv^T X
+        if uniform:  # sum_j w_j^2 X^T pinv pinv^T X
             H = X.T @ self.pinv[0]
             cc -= float(w @ w) * (H @ H.T)
-        if not additive:
+        else:
             # H_j w_j = w_j diag(s_j^2) X^T pinv_j: (K+1, chunk, L), X^T pinv_j of a chunk of nodes as one GEMM;
             # sum_j (H_j w_j)(H_j w_j)^T by the symmetric rank-k update (half the products of Hf @ Hf.T)
             pinv_t = np.ascontiguousarray(self.pinv.transpose(1, 0, 2))  # (L, n, L)
